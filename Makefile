@@ -1,0 +1,59 @@
+# trn-specdec: one entry point for set-up, synth, tests, deploy and teardown.
+# `make synth` and `make test` need only Python 3.11 and Node.js; they install the rest (pinned).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CONFIG ?= config/default.yaml
+CDK := npx --no-install cdk
+CDK_FLAGS := -c config=$(CONFIG) --no-notices
+
+# Offline and quiet: no CLI telemetry, no IMDS probing, no end-of-life Node banner from jsii.
+export CDK_DISABLE_CLI_TELEMETRY := true
+export AWS_EC2_METADATA_DISABLED := true
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export UV_PYTHON_DOWNLOADS := never
+
+.PHONY: setup synth test lint format deploy destroy sweep-dry-run clean
+
+setup: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: requirements.lock requirements-bootstrap.lock
+	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "trn-specdec needs Python 3.11, found " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --require-hashes -r requirements-bootstrap.lock
+	$(BIN)/uv pip sync --quiet --python $(BIN)/python --require-hashes requirements.lock
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+synth: setup
+	$(CDK) synth --quiet $(CDK_FLAGS)
+	@echo "templates: $$(ls cdk.out/*.template.json | tr '\n' ' ')"
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest
+
+lint: setup
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff check --fix . && $(BIN)/ruff format .
+
+deploy: setup
+	$(CDK) deploy --all $(CDK_FLAGS) -c deploy=true --require-approval broadening
+
+destroy: setup
+	$(CDK) destroy --all --force $(CDK_FLAGS)
+	$(BIN)/python -m stacks.sweep --config $(CONFIG)
+
+sweep-dry-run: setup
+	$(BIN)/python -m stacks.sweep --config $(CONFIG) --dry-run
+
+clean:
+	rm -rf cdk.out dist .pytest_cache

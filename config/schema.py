@@ -1,0 +1,466 @@
+"""The typed deployment config: the one source of truth that stacks, charts, model_build and bench read.
+
+Everything a user may change lives here once, with its unit and valid range. Cross-field rules
+(TP vs devices, tokenizer families, image capabilities, capacity) are checked when the config is
+loaded, before any construct is created, so a bad value fails with a sentence, not a CDK traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+# --- catalogues --------------------------------------------------------------------------------
+
+NEURON_TAINT_KEY = "aws.amazon.com/neuron"
+NEURON_TAINT_VALUE = "true"
+PLACEHOLDER_ACCOUNT = "000000000000"
+PLACEHOLDER_ADMIN_ARN = f"arn:aws:iam::{PLACEHOLDER_ACCOUNT}:role/REPLACE-WITH-YOUR-ADMIN-ROLE"
+
+
+class NeuronInstance(BaseModel):
+    """What one Neuron instance type offers (AWS instance type docs)."""
+
+    model_config = ConfigDict(frozen=True)
+    devices: int
+    physical_cores_per_device: int
+    default_lnc: int
+    efa_interfaces: int
+
+
+NEURON_INSTANCES: dict[str, NeuronInstance] = {
+    "trn2.48xlarge": NeuronInstance(devices=16, physical_cores_per_device=8, default_lnc=2, efa_interfaces=16),
+    "trn2u.48xlarge": NeuronInstance(devices=16, physical_cores_per_device=8, default_lnc=2, efa_interfaces=16),
+    "trn2.3xlarge": NeuronInstance(devices=1, physical_cores_per_device=8, default_lnc=2, efa_interfaces=1),
+}
+
+# Kubernetes versions we can deploy: DRA needs resource.k8s.io/v1 (1.34+), and each needs a kubectl layer
+# package pinned in requirements.lock. EKS 1.34 leaves standard support on 2026-12-02.
+SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35")
+DRA_DEVICE_GROUP_SIZES = (1, 4, 8, 16)
+
+_IMAGE_TAG = re.compile(r"^(?P<vllm>\d+\.\d+\.\d+)-neuronx-py(?P<py>\d+)-sdk(?P<sdk>\d+\.\d+\.\d+)-ubuntu\d+\.\d+$")
+
+# Which decoding methods each serving stack can run. legacy-v0: aws-neuron/upstreaming-to-vllm 2.26.1
+# (any speculative config turns on NxDI fused speculation). vllm-neuron-v1: vllm-project/vllm-neuron 0.2.x,
+# whose README says "Only Eagle V1 is supported" (no draft-model speculation, no EAGLE3).
+STACK_METHODS: dict[str, tuple[str, ...]] = {
+    "legacy-v0": ("none", "fused-draft"),
+    "vllm-neuron-v1": ("none", "eagle"),
+}
+
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$")]
+ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
+
+
+class ConfigError(ValueError):
+    """A config problem, phrased for the person at the keyboard: field, value, fix."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("Invalid trn-specdec config:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --- leaves ----------------------------------------------------------------------------------
+
+
+class HfModel(_Strict):
+    """A Hugging Face model pinned to one commit, staged once into the bucket."""
+
+    hf_id: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")]
+    revision: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")] = Field(
+        description="40-hex commit of the Hugging Face repo; never a branch, so rebuilds are reproducible."
+    )
+    tokenizer_family: Name = Field(description="Models of one family share a tokenizer (e.g. qwen3).")
+
+
+class Image(_Strict):
+    """The Neuron vLLM image; compile and serve always use the same one."""
+
+    repository: str = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
+    tag: str = "0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"
+
+    @field_validator("tag")
+    @classmethod
+    def _tag_shape(cls, tag: str) -> str:
+        if not _IMAGE_TAG.match(tag):
+            raise ValueError(
+                f"image tag {tag!r} is not of the form <vllm>-neuronx-py<NN>-sdk<x.y.z>-ubuntu<NN.NN>; "
+                "use a tag of public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
+            )
+        return tag
+
+    @property
+    def uri(self) -> str:
+        return f"{self.repository}:{self.tag}"
+
+    @property
+    def vllm_version(self) -> str:
+        return _IMAGE_TAG.match(self.tag)["vllm"]  # type: ignore[index]
+
+    @property
+    def sdk_version(self) -> str:
+        return _IMAGE_TAG.match(self.tag)["sdk"]  # type: ignore[index]
+
+    @property
+    def stack(self) -> str:
+        """legacy-v0 (aws-neuron fork of vLLM 0.9.x, NxDI fused speculation) or vllm-neuron-v1 (plugin)."""
+        major, minor, _ = (int(p) for p in self.vllm_version.split("."))
+        return "legacy-v0" if (major, minor) < (0, 10) else "vllm-neuron-v1"
+
+
+class NoSpeculation(_Strict):
+    method: Literal["none"] = "none"
+
+
+class DraftSpeculation(_Strict):
+    """A draft model proposes k tokens that the target verifies in one step."""
+
+    method: Literal["fused-draft", "eagle"]
+    draft: Name = Field(description="Key of the draft in `models`.")
+    num_speculative_tokens: int = Field(description="k, tokens proposed per target step (1..15).")
+    draft_max_model_len: int | None = Field(default=None, ge=128, le=131072)
+    tokenizers_compatible: bool = Field(
+        default=False,
+        description="Set true only if you checked that draft and target tokenize identically.",
+    )
+
+    @field_validator("num_speculative_tokens")
+    @classmethod
+    def _k_range(cls, k: int) -> int:
+        if not 1 <= k <= 15:
+            raise ValueError(f"num_speculative_tokens={k} is outside 1..15; the blog swept 5..15, use 7")
+        return k
+
+
+Decoding = Annotated[NoSpeculation | DraftSpeculation, Field(discriminator="method")]
+
+
+class Placement(_Strict):
+    """How many connected Neuron devices a replica claims and at which logical core size."""
+
+    devices: int = Field(default=8, description="Connected devices per replica: 1, 4, 8 or 16.")
+    logical_neuron_cores: Literal[1, 2] = Field(
+        default=2, description="LNC: physical cores fused into one logical core (trn2 default 2)."
+    )
+    tensor_parallel_size: int = Field(default=32, ge=1, le=128)
+
+    @field_validator("devices")
+    @classmethod
+    def _device_group(cls, devices: int) -> int:
+        if devices not in DRA_DEVICE_GROUP_SIZES:
+            raise ValueError(
+                f"devices={devices} is not a connected device group size; use one of "
+                f"{', '.join(map(str, DRA_DEVICE_GROUP_SIZES))} (Neuron DRA devicegroup attributes)"
+            )
+        return devices
+
+
+class ServingDefaults(_Strict):
+    """Everything two serving profiles share; a profile may override any field but `decoding`."""
+
+    target: Name = "qwen3-32b"
+    image: Image = Image()
+    placement: Placement = Placement()
+    max_model_len: int = Field(default=1024, ge=128, le=131072, description="Tokens of prompt + output.")
+    max_num_seqs: int = Field(default=4, ge=1, le=256, description="Concurrent sequences (batch size).")
+    dtype: Literal["bfloat16", "float16"] = "bfloat16"
+    replicas: int = Field(default=1, ge=0, le=64)
+    port: int = Field(default=8000, ge=1024, le=65535)
+
+
+class ServingProfile(ServingDefaults):
+    """One vLLM service. Profiles differ from each other only where their values differ."""
+
+    name: ProfileName
+    decoding: Decoding = NoSpeculation()
+
+    @property
+    def speculative(self) -> bool:
+        return self.decoding.method != "none"
+
+
+class NetworkConfig(_Strict):
+    vpc_cidr: str = Field(default="10.64.0.0/16", pattern=r"^\d{1,3}(\.\d{1,3}){3}/(1[6-9]|2[0-4])$")
+    availability_zones: list[Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")]] = Field(
+        default_factory=lambda: ["us-east-2a", "us-east-2b", "us-east-2c"], min_length=2, max_length=6
+    )
+    nat_gateways: int = Field(default=1, ge=1, le=6)
+    api_public_cidrs: list[str] = Field(
+        default_factory=lambda: ["0.0.0.0/0"],
+        description="CIDRs allowed to reach the public Kubernetes API endpoint; narrow this to your office.",
+    )
+
+
+class SystemNodeGroup(_Strict):
+    instance_type: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")] = "m7i.xlarge"
+    min_size: int = Field(default=2, ge=1, le=20)
+    desired_size: int = Field(default=2, ge=1, le=20)
+    max_size: int = Field(default=4, ge=1, le=20)
+    disk_gib: int = Field(default=100, ge=20, le=2000)
+
+
+class Trn2NodeGroupConfig(_Strict):
+    instance_type: str = "trn2.48xlarge"
+    min_size: int = Field(default=1, ge=0, le=64)
+    desired_size: int = Field(default=1, ge=0, le=64)
+    max_size: int = Field(default=1, ge=1, le=64)
+    capacity_type: Literal["ON_DEMAND", "CAPACITY_BLOCK"] = "ON_DEMAND"
+    capacity_reservation_id: Annotated[str, StringConstraints(pattern=r"^cr-[0-9a-f]{8,17}$")] | None = None
+    availability_zone: str | None = Field(
+        default=None, description="Pin the node group to one AZ (required for CAPACITY_BLOCK)."
+    )
+    disk_gib: int = Field(default=1024, ge=200, le=16000, description="Root volume, sized for compile scratch.")
+    ami_release_version: str | None = Field(
+        default=None, description="EKS AMI release; must be >= 1.34.2 for DRA (1.34.0/1.34.1 have a DRA bug)."
+    )
+
+    @field_validator("instance_type")
+    @classmethod
+    def _neuron_instance(cls, instance_type: str) -> str:
+        if instance_type not in NEURON_INSTANCES:
+            raise ValueError(
+                f"instance_type={instance_type!r} is not a Trainium2 instance; use one of {', '.join(NEURON_INSTANCES)}"
+            )
+        return instance_type
+
+    @property
+    def instance(self) -> NeuronInstance:
+        return NEURON_INSTANCES[self.instance_type]
+
+
+class BucketConfig(_Strict):
+    retain_on_delete: bool = Field(
+        default=False,
+        description="Keep the models bucket on teardown: compiled artifacts take hours to rebuild.",
+    )
+
+
+class ObservabilityConfig(_Strict):
+    metrics_namespace: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_./#:-]{1,255}$")] = "TrnSpecdec/Bench"
+
+
+# --- root ------------------------------------------------------------------------------------
+
+
+class DeploymentConfig(_Strict):
+    """The whole deployment. Load it with `config.load_config`, never construct stacks without it."""
+
+    name: Name = Field(default="trn-specdec", description="Prefix of stack, cluster and resource names.")
+    region: Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")] = "us-east-2"
+    kubernetes_version: str = "1.35"
+    admin_principal_arn: Annotated[
+        str, StringConstraints(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
+    ] = PLACEHOLDER_ADMIN_ARN
+    network: NetworkConfig = NetworkConfig()
+    system_nodes: SystemNodeGroup = SystemNodeGroup()
+    trn2_nodes: Trn2NodeGroupConfig = Trn2NodeGroupConfig()
+    bucket: BucketConfig = BucketConfig()
+    observability: ObservabilityConfig = ObservabilityConfig()
+    namespace: Name = "trn-specdec"
+    models: dict[Name, HfModel]
+    serving: ServingDefaults = ServingDefaults()
+    profiles: list[ServingProfile] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profiles_inherit_serving_defaults(cls, data: object) -> object:
+        """Merge the shared `serving` block under each profile, so profiles state only what differs."""
+        if not isinstance(data, dict):
+            return data
+        shared = data.get("serving") or {}
+        profiles = data.get("profiles")
+        if isinstance(shared, dict) and isinstance(profiles, list):
+            data = {**data, "profiles": [_merge(shared, p) if isinstance(p, dict) else p for p in profiles]}
+        return data
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _k8s_version(cls, version: str) -> str:
+        if not re.fullmatch(r"1\.\d{2}", version):
+            raise ValueError(f"kubernetes_version={version!r} is not of the form 1.NN; use 1.35")
+        if tuple(map(int, version.split("."))) < (1, 34):
+            raise ValueError(
+                f"kubernetes_version={version} is below 1.34; Neuron DRA needs resource.k8s.io/v1 (1.34+), use 1.35"
+            )
+        if version not in SUPPORTED_KUBERNETES_VERSIONS:
+            raise ValueError(
+                f"kubernetes_version={version} has no pinned kubectl layer here; use one of "
+                f"{', '.join(SUPPORTED_KUBERNETES_VERSIONS)}"
+            )
+        return version
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> DeploymentConfig:
+        problems = [*self._model_problems(), *self._placement_problems(), *self._node_group_problems()]
+        if len(self.models_bucket_name("0" * 12)) > 63:
+            problems.append(
+                f"name={self.name!r} is too long for the bucket name {self.models_bucket_name('<account>')!r} "
+                "(S3 allows 63 characters); use a shorter name"
+            )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    def _model_problems(self) -> list[str]:
+        problems: list[str] = []
+        names = [p.name for p in self.profiles]
+        for dup in sorted({n for n in names if names.count(n) > 1}):
+            problems.append(f"profiles: name {dup!r} is used twice; give every profile a unique name")
+        for i, p in enumerate(self.profiles):
+            where = f"profiles[{i}] ({p.name})"
+            if p.target not in self.models:
+                problems.append(
+                    f"{where}.target={p.target!r} is not a key of models; add it under models or use one of "
+                    f"{', '.join(sorted(self.models))}"
+                )
+                continue
+            stack = p.image.stack
+            if p.decoding.method not in STACK_METHODS[stack]:
+                problems.append(
+                    f"{where}.decoding.method={p.decoding.method!r} cannot be served by image {p.image.tag!r} "
+                    f"({stack} stack serves {', '.join(STACK_METHODS[stack])}); for fused-draft use image tag "
+                    "0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04, for eagle a vllm-neuron image (0.11+)"
+                )
+            sdk = tuple(int(x) for x in p.image.sdk_version.split("."))
+            if sdk >= (2, 32):
+                problems.append(
+                    f"{where}.image.tag={p.image.tag!r} is Neuron SDK {p.image.sdk_version}; SDK 2.32+ images drop "
+                    "NxDI, which compile and serve need; use an SDK 2.26 - 2.31 image"
+                )
+            if isinstance(p.decoding, DraftSpeculation):
+                d = p.decoding
+                if d.draft not in self.models:
+                    problems.append(f"{where}.decoding.draft={d.draft!r} is not a key of models; add it under models")
+                    continue
+                if d.draft == p.target:
+                    problems.append(f"{where}.decoding.draft={d.draft!r} is the target itself; pick a smaller model")
+                tf, df = self.models[p.target].tokenizer_family, self.models[d.draft].tokenizer_family
+                if tf != df and not d.tokenizers_compatible:
+                    problems.append(
+                        f"{where}.decoding.draft={d.draft!r} has tokenizer family {df!r} but the target has "
+                        f"{tf!r}; use a same-family draft, or set decoding.tokenizers_compatible: true if you "
+                        "verified they tokenize identically"
+                    )
+        return problems
+
+    def _placement_problems(self) -> list[str]:
+        problems: list[str] = []
+        inst = self.trn2_nodes.instance
+        for i, p in enumerate(self.profiles):
+            where = f"profiles[{i}] ({p.name}).placement"
+            pl = p.placement
+            cores = inst.physical_cores_per_device // pl.logical_neuron_cores
+            if pl.tensor_parallel_size != pl.devices * cores:
+                problems.append(
+                    f"{where}.tensor_parallel_size={pl.tensor_parallel_size} but {pl.devices} devices x {cores} "
+                    f"logical cores per device (LNC={pl.logical_neuron_cores}) = {pl.devices * cores}; "
+                    f"set tensor_parallel_size: {pl.devices * cores} or change devices"
+                )
+            if pl.devices > inst.devices:
+                problems.append(
+                    f"{where}.devices={pl.devices} exceeds the {inst.devices} devices of "
+                    f"{self.trn2_nodes.instance_type}; use at most {inst.devices}"
+                )
+        needed = sum(p.placement.devices * p.replicas for p in self.profiles)
+        offered = inst.devices * self.trn2_nodes.max_size
+        if needed > offered:
+            problems.append(
+                f"profiles claim {needed} Neuron devices in all but trn2_nodes.max_size={self.trn2_nodes.max_size} "
+                f"x {inst.devices} devices = {offered}; raise trn2_nodes.max_size or lower replicas/devices"
+            )
+        return problems
+
+    def _node_group_problems(self) -> list[str]:
+        problems: list[str] = []
+        t = self.trn2_nodes
+        for group, ng in (("trn2_nodes", t), ("system_nodes", self.system_nodes)):
+            if not ng.min_size <= ng.desired_size <= ng.max_size:
+                problems.append(
+                    f"{group}: min_size={ng.min_size} <= desired_size={ng.desired_size} <= max_size={ng.max_size} "
+                    "does not hold; order them"
+                )
+        if t.capacity_type == "CAPACITY_BLOCK":
+            if not t.capacity_reservation_id:
+                problems.append(
+                    "trn2_nodes.capacity_type=CAPACITY_BLOCK needs trn2_nodes.capacity_reservation_id (cr-...); "
+                    "buy a Capacity Block in the EC2 console and paste its reservation id"
+                )
+            if not t.availability_zone:
+                problems.append(
+                    "trn2_nodes.capacity_type=CAPACITY_BLOCK needs trn2_nodes.availability_zone: the AZ of the "
+                    "Capacity Block (see the reservation in the EC2 console)"
+                )
+        elif t.capacity_reservation_id:
+            problems.append(
+                f"trn2_nodes.capacity_reservation_id={t.capacity_reservation_id!r} is set but capacity_type is "
+                f"{t.capacity_type}; set capacity_type: CAPACITY_BLOCK or remove the id"
+            )
+        if t.availability_zone and t.availability_zone not in self.network.availability_zones:
+            problems.append(
+                f"trn2_nodes.availability_zone={t.availability_zone!r} is not one of network.availability_zones "
+                f"({', '.join(self.network.availability_zones)}); add it there or pick one of them"
+            )
+        for az in self.network.availability_zones:
+            if not az.startswith(self.region):
+                problems.append(
+                    f"network.availability_zones contains {az!r}, which is not in region {self.region}; "
+                    f"use zones like {self.region}a"
+                )
+        return problems
+
+    # --- derived values (read by stacks, charts, model_build, bench) ---------------------------
+
+    @cached_property
+    def cluster_name(self) -> str:
+        return f"{self.name}-eks"
+
+    def models_bucket_name(self, account: str) -> str:
+        """Deterministic per account and region, so every tool can find the bucket from the config alone."""
+        return f"{self.name}-models-{account}-{self.region}"
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """Tags on every AWS resource; the teardown sweep matches on these."""
+        return {"project": "trn-specdec", "trn-specdec:deployment": self.name}
+
+    @property
+    def trn2_availability_zone(self) -> str:
+        """The Trainium2 nodes live in one AZ (placement group, Capacity Block, one node in the default)."""
+        return self.trn2_nodes.availability_zone or self.network.availability_zones[0]
+
+    @property
+    def efa_required(self) -> bool:
+        """Claims of more than one device match on devicegroup attributes, published only with EFA."""
+        return any(p.placement.devices > 1 for p in self.profiles)
+
+    def profile(self, name: str) -> ServingProfile:
+        for p in self.profiles:
+            if p.name == name:
+                return p
+        raise KeyError(f"no profile named {name!r}; configured: {', '.join(p.name for p in self.profiles)}")
+
+    @property
+    def admin_is_placeholder(self) -> bool:
+        return f"::{PLACEHOLDER_ACCOUNT}:" in self.admin_principal_arn
+
+
+def _merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out

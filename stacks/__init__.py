@@ -1,0 +1,40 @@
+"""CDK stacks. `add_stacks` is the one place that wires config -> stacks (used by app.py and tests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import App, Environment, Tags
+
+from config.schema import DeploymentConfig
+from stacks.cluster_stack import ClusterStack
+from stacks.models_stack import ModelsStack
+
+
+@dataclass(frozen=True)
+class Stacks:
+    models: ModelsStack
+    cluster: ClusterStack
+
+    def all(self) -> list:
+        return [self.models, self.cluster]
+
+
+def add_stacks(app: App, config: DeploymentConfig) -> Stacks:
+    """Create every stack for `config`. Region-pinned, account-agnostic: synth needs no credentials."""
+    env = Environment(region=config.region)
+    prefix = "".join(part.capitalize() for part in config.name.split("-"))
+    models = ModelsStack(app, f"{prefix}-Models", config=config, env=env, description="trn-specdec models bucket")
+    cluster = ClusterStack(
+        app,
+        f"{prefix}-Cluster",
+        config=config,
+        env=env,
+        description="trn-specdec EKS cluster with Trainium2 nodes and the Neuron DRA driver",
+    )
+    cluster.add_dependency(models, "the Mountpoint CSI role reads the models bucket")
+    stacks = Stacks(models=models, cluster=cluster)
+    for stack in stacks.all():
+        for key, value in config.tags.items():
+            Tags.of(stack).add(key, value)
+    return stacks

@@ -1,0 +1,234 @@
+"""Network, EKS cluster, node groups, managed add-ons and the Neuron DRA driver."""
+
+from __future__ import annotations
+
+import importlib
+
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from config.schema import DeploymentConfig
+from stacks.constructs.neuron_dra_driver import NeuronDraDriver
+from stacks.constructs.pod_identity_role import PodIdentityRole
+from stacks.constructs.trn2_node_group import Trn2NodeGroup
+from stacks.nag import acknowledge, acknowledge_node_role, managed_policy
+
+# kubectl layer per cluster version (PyPI aws-cdk.lambda-layer-kubectl-vNN, pinned in requirements.lock).
+KUBECTL_LAYERS = {
+    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
+    "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
+}
+SYSTEM_NODE_LABEL = "trn-specdec/node-role"
+MOUNTPOINT_SERVICE_ACCOUNT = ("kube-system", "s3-csi-driver-sa")
+CLOUDWATCH_SERVICE_ACCOUNT = ("amazon-cloudwatch", "cloudwatch-agent")
+
+
+def kubectl_layer(scope: Construct, version: str) -> lambda_.ILayerVersion:
+    module, cls = KUBECTL_LAYERS[version]
+    return getattr(importlib.import_module(module), cls)(scope, "KubectlLayer")
+
+
+class ClusterStack(Stack):
+    """Everything the cluster needs before workloads: it deletes cleanly with `cdk destroy`."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        # By name, not by cross-stack export: the bucket may be retained and outlive this stack.
+        bucket_name = config.models_bucket_name(Aws.ACCOUNT_ID)
+        bucket = s3.Bucket.from_bucket_name(self, "ModelsBucket", bucket_name)
+        net = config.network
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(net.vpc_cidr),
+            availability_zones=net.availability_zones,
+            nat_gateways=net.nat_gateways,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
+            ],
+        )
+        self.vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(
+                logs.LogGroup(
+                    self,
+                    "FlowLogGroup",
+                    retention=logs.RetentionDays.ONE_MONTH,
+                    removal_policy=RemovalPolicy.DESTROY,
+                )
+            ),
+        )
+        secrets_key = kms.Key(
+            self,
+            "SecretsKey",
+            description=f"{config.cluster_name}: envelope encryption of Kubernetes secrets",
+            enable_key_rotation=True,
+            pending_window=Duration.days(7),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=config.cluster_name,
+            version=eks.KubernetesVersion.of(config.kubernetes_version),
+            vpc=self.vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*net.api_public_cidrs),
+            cluster_logging=[
+                eks.ClusterLoggingTypes.API,
+                eks.ClusterLoggingTypes.AUDIT,
+                eks.ClusterLoggingTypes.AUTHENTICATOR,
+                eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+                eks.ClusterLoggingTypes.SCHEDULER,
+            ],
+            secrets_encryption_key=secrets_key,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=kubectl_layer(self, config.kubernetes_version)
+            ),
+            tags=config.tags,
+        )
+        self.cluster.grant_access(
+            "Admin",
+            config.admin_principal_arn,
+            [
+                eks.AccessPolicy.from_access_policy_name(
+                    "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+                )
+            ],
+        )
+
+        sys_cfg = config.system_nodes
+        self.system_nodes = self.cluster.add_nodegroup_capacity(
+            "SystemNodes",
+            ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
+            instance_types=[ec2.InstanceType(sys_cfg.instance_type)],
+            min_size=sys_cfg.min_size,
+            desired_size=sys_cfg.desired_size,
+            max_size=sys_cfg.max_size,
+            disk_size=sys_cfg.disk_gib,
+            labels={SYSTEM_NODE_LABEL: "system"},
+            subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+        )
+        self.trn2_nodes = Trn2NodeGroup(
+            self,
+            "Trn2Nodes",
+            cluster=self.cluster,
+            vpc=self.vpc,
+            settings=config.trn2_nodes,
+            availability_zone=config.trn2_availability_zone,
+            efa=config.efa_required,
+            tags=config.tags,
+        )
+
+        self.addons = self._managed_addons(bucket, config)
+        self.neuron_dra = NeuronDraDriver(self, "NeuronDra", cluster=self.cluster)
+        self.neuron_dra.node.add_dependency(self.system_nodes)
+        self._acknowledge_cdk_internals()
+
+    def _acknowledge_cdk_internals(self) -> None:
+        """Findings on resources aws-cdk-lib creates for EKS itself (cluster role, kubectl handler, nodes)."""
+        acknowledge_node_role(self.system_nodes)
+        acknowledge(
+            self.cluster.role,
+            "IAM4",
+            "AmazonEKSClusterPolicy is the policy EKS documents for the cluster service role.",
+            (managed_policy("AmazonEKSClusterPolicy"),),
+        )
+        provider = self.cluster.node.find_child("KubectlProvider")
+        acknowledge(
+            provider,
+            "IAM4",
+            "The kubectl handler that aws-cdk-lib creates uses Lambda's basic/VPC execution policies and "
+            "read-only ECR access to pull chart images; we do not control its role.",
+            (
+                managed_policy("AWSLambdaBasicExecutionRole", "service-role/"),
+                managed_policy("AWSLambdaVPCAccessExecutionRole", "service-role/"),
+                managed_policy("AmazonEC2ContainerRegistryReadOnly"),
+                '[Policy::{"Fn::If":["ClusterKubectlProviderHandlerHasEcrPublic69E09706",{"Fn::Join":["",'
+                '["arn:",{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},'
+                '{"Ref":"AWS::NoValue"}]}]',
+            ),
+        )
+        acknowledge(
+            provider,
+            "L1",
+            "The kubectl handler runtime is pinned by aws-cdk-lib to the runtime its bundled kubectl/helm support.",
+        )
+        acknowledge(
+            provider,
+            "IAM5",
+            "The custom-resource framework may invoke any version of its own kubectl handler function.",
+            ("[Resource::<ClusterKubectlProviderHandler2E05C68A.Arn>:*]",),
+        )
+
+    def _managed_addons(self, bucket: s3.IBucket, config: DeploymentConfig) -> dict[str, eks.Addon]:
+        """EKS-managed add-ons; the CSI driver and CloudWatch agent get bucket/namespace-scoped roles."""
+        addons: dict[str, eks.Addon] = {}
+        for name, values in (
+            ("vpc-cni", None),
+            ("kube-proxy", None),
+            ("coredns", None),
+            ("eks-pod-identity-agent", None),
+            # Its node DaemonSet must also run on the tainted Trainium2 nodes that mount the bucket.
+            ("aws-mountpoint-s3-csi-driver", {"node": {"tolerateAllTaints": True}}),
+            ("amazon-cloudwatch-observability", None),
+        ):
+            addon = eks.Addon(
+                self,
+                "Addon-" + name,
+                cluster=self.cluster,
+                addon_name=name,
+                configuration_values=values,
+                preserve_on_delete=False,
+            )
+            addon.node.add_dependency(self.system_nodes)
+            addons[name] = addon
+
+        csi = PodIdentityRole(
+            self,
+            "MountpointS3Identity",
+            cluster=self.cluster,
+            namespace=MOUNTPOINT_SERVICE_ACCOUNT[0],
+            service_account=MOUNTPOINT_SERVICE_ACCOUNT[1],
+            description="Mountpoint for S3 CSI driver: read-only access to the models bucket",
+        )
+        csi.role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+        csi.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects("*")]))
+        addons["aws-mountpoint-s3-csi-driver"].node.add_dependency(csi.association)
+        acknowledge(
+            csi.role,
+            "IAM5",
+            "Read-only GetObject on objects of the models bucket only; object ARNs need the /* suffix.",
+            (f"[Resource::arn:<AWS::Partition>:s3:::{config.models_bucket_name('<AWS::AccountId>')}/*]",),
+        )
+
+        cw = PodIdentityRole(
+            self,
+            "CloudWatchAgentIdentity",
+            cluster=self.cluster,
+            namespace=CLOUDWATCH_SERVICE_ACCOUNT[0],
+            service_account=CLOUDWATCH_SERVICE_ACCOUNT[1],
+            description="CloudWatch agent: Container Insights and neuron-monitor metrics and logs",
+        )
+        cw.role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy"))
+        addons["amazon-cloudwatch-observability"].node.add_dependency(cw.association)
+        acknowledge(
+            cw.role,
+            "IAM4",
+            "CloudWatchAgentServerPolicy is the AWS-maintained least-privilege policy the CloudWatch "
+            "observability add-on documents (PutMetricData, PutLogEvents, describe calls); not a FullAccess policy.",
+            (managed_policy("CloudWatchAgentServerPolicy"),),
+        )
+        for identity in (csi, cw):
+            identity.association.node.add_dependency(addons["eks-pod-identity-agent"])
+        return addons

@@ -1,0 +1,1 @@
+"""Reusable CDK constructs, one concept per file."""

@@ -1,0 +1,50 @@
+"""The Neuron DRA driver, from AWS's OCI Helm chart, with the device plugin off."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+# Pinned chart; value keys checked against the chart source (see README "Neuron DRA driver").
+NEURON_CHART_REPOSITORY = "oci://public.ecr.aws/neuron/neuron-helm-chart"
+NEURON_CHART_NAME = "neuron-helm-chart"
+NEURON_CHART_VERSION = "1.9.0"
+# The chart renders its own Namespace "neuron-dra-driver" for the driver; the release record lives in
+# kube-system so Helm does not try to create that namespace a second time.
+NEURON_RELEASE_NAMESPACE = "kube-system"
+NEURON_DRIVER_NAMESPACE = "neuron-dra-driver"
+NEURON_DEVICE_CLASS = "neuron.aws.com"
+
+
+class NeuronDraDriver(Construct):
+    """Installs the DRA driver that publishes Trainium devices as ResourceSlices (DeviceClass neuron.aws.com).
+
+    The device plugin and DRA must never run on the same node, so the chart's device plugin and its
+    node problem detector are switched off (chart 1.9.0 refuses to render both). The chart's own affinity
+    places the driver on Trainium instance types only, and its default tolerations cover the Neuron taint.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster) -> None:
+        super().__init__(scope, construct_id)
+        self.values = {
+            "devicePlugin": {"enabled": False},
+            "npd": {"enabled": False},
+            "scheduler": {"enabled": False},
+            # The chart's default draDriver tolerations already include aws.amazon.com/neuron (Exists).
+            "draDriver": {"enabled": True},
+        }
+        self.chart = eks.HelmChart(
+            self,
+            "Chart",
+            cluster=cluster,
+            chart=NEURON_CHART_NAME,
+            repository=NEURON_CHART_REPOSITORY,
+            version=NEURON_CHART_VERSION,
+            release="neuron-dra",
+            namespace=NEURON_RELEASE_NAMESPACE,
+            create_namespace=False,
+            values=self.values,
+            wait=True,
+            timeout=Duration.minutes(10),
+        )

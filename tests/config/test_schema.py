@@ -1,0 +1,192 @@
+"""The typed config: the default reproduces the reference, and bad input fails with field, value and fix."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from config import ConfigError, parse_config
+from config.schema import DraftSpeculation
+from tests.conftest import default_config_dict
+
+
+def problems_for(mutate) -> list[str]:
+    data = default_config_dict()
+    mutate(data)
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    return err.value.problems
+
+
+def test_default_config_reproduces_the_reference_setup(default_config):
+    c = default_config
+    assert (c.region, c.kubernetes_version) == ("us-east-2", "1.35")
+    assert c.trn2_nodes.instance_type == "trn2.48xlarge" and c.trn2_nodes.capacity_type == "ON_DEMAND"
+    assert [p.name for p in c.profiles] == ["baseline", "speculative"]
+    base, spec = c.profiles
+    assert c.models[base.target].hf_id == "Qwen/Qwen3-32B"
+    assert isinstance(spec.decoding, DraftSpeculation)
+    assert spec.decoding.method == "fused-draft" and spec.decoding.num_speculative_tokens == 7
+    assert c.models[spec.decoding.draft].hf_id == "Qwen/Qwen3-1.7B"
+    for p in c.profiles:
+        assert (p.placement.devices, p.placement.logical_neuron_cores, p.placement.tensor_parallel_size) == (8, 2, 32)
+        assert p.image.tag == "0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04" and p.image.stack == "legacy-v0"
+    assert all(len(m.revision) == 40 for m in c.models.values())
+    assert c.admin_is_placeholder and c.efa_required
+
+
+def test_profiles_inherit_the_shared_serving_block_and_differ_only_in_decoding(default_config):
+    base, spec = default_config.profiles
+    assert base.model_dump(exclude={"name", "decoding"}) == spec.model_dump(exclude={"name", "decoding"})
+
+
+def test_a_profile_may_override_a_shared_field():
+    data = default_config_dict()
+    data["profiles"][0]["max_num_seqs"] = 2
+    config = parse_config(data)
+    assert [p.max_num_seqs for p in config.profiles] == [2, 4]
+
+
+def _set(path: str, value: Any):
+    def mutate(data: dict) -> None:
+        node = data
+        keys = path.split(".")
+        for key in keys[:-1]:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        last = keys[-1]
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return mutate
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        ("profiles.1.decoding.num_speculative_tokens", 0, ["num_speculative_tokens=0", "1..15"]),
+        ("profiles.1.decoding.num_speculative_tokens", 16, ["num_speculative_tokens=16", "1..15"]),
+        ("models.qwen3-1-7b.tokenizer_family", "llama3", ["tokenizer family 'llama3'", "tokenizers_compatible"]),
+        ("serving.placement.tensor_parallel_size", 64, ["tensor_parallel_size=64", "set tensor_parallel_size: 32"]),
+        ("serving.placement.devices", 2, ["devices=2", "1, 4, 8, 16"]),
+        ("trn2_nodes.instance_type", "p5.48xlarge", ["instance_type='p5.48xlarge'", "trn2.48xlarge"]),
+        ("trn2_nodes.capacity_type", "CAPACITY_BLOCK", ["capacity_reservation_id", "availability_zone"]),
+        ("kubernetes_version", "1.33", ["kubernetes_version=1.33", "1.34", "use 1.35"]),
+        ("kubernetes_version", "1.36", ["kubernetes_version=1.36", "kubectl layer"]),
+        ("serving.image.tag", "0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04", ["fused-draft", "cannot be served"]),
+        ("serving.image.tag", "latest", ["image tag 'latest'"]),
+        ("name", "Trn_Specdec", ["name='Trn_Specdec'", "malformed"]),
+        ("profiles.0.name", "Baseline!", ["profiles.0.name='Baseline!'", "malformed"]),
+        ("admin_principal_arn", "admin", ["admin_principal_arn='admin'", "malformed"]),
+        ("trn2_nodes.capacity_reservation_id", "cr-0123456789abcdef0", ["capacity_reservation_id", "CAPACITY_BLOCK"]),
+        ("trn2_nodes.availability_zone", "us-west-2a", ["availability_zone='us-west-2a'"]),
+        ("profiles.1.decoding.draft", "qwen3-8b", ["draft='qwen3-8b'", "add it under models"]),
+        ("profiles.1.decoding.method", "medusa", ["method='medusa'", "none, fused-draft, eagle"]),
+        ("profiles.1.decoding.method", "eagle3", ["method='eagle3'", "none, fused-draft, eagle"]),
+        ("serving.replicas", 3, ["claim 48 Neuron devices", "max_size"]),
+        ("trn2_nodes.desired_size", 5, ["desired_size=5", "order them"]),
+        ("unknown_field", 1, ["unknown_field is not a known field"]),
+    ],
+)
+def test_invalid_value_names_field_value_and_fix(path, value, expected):
+    problems = problems_for(_set(path, value))
+    text = "\n".join(problems)
+    for fragment in expected:
+        assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+def test_tokenizer_mismatch_is_allowed_when_declared_compatible():
+    data = default_config_dict()
+    data["models"]["qwen3-1-7b"]["tokenizer_family"] = "llama3"
+    data["profiles"][1]["decoding"]["tokenizers_compatible"] = True
+    assert parse_config(data).profiles[1].decoding.tokenizers_compatible
+
+
+def test_capacity_block_with_reservation_and_zone_is_valid():
+    data = default_config_dict()
+    data["trn2_nodes"].update(
+        capacity_type="CAPACITY_BLOCK", capacity_reservation_id="cr-0123456789abcdef0", availability_zone="us-east-2b"
+    )
+    config = parse_config(data)
+    assert config.trn2_availability_zone == "us-east-2b"
+
+
+def test_eagle_needs_a_vllm_neuron_image_and_is_accepted_with_one():
+    data = default_config_dict()
+    data["serving"]["image"]["tag"] = "0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
+    data["profiles"][1]["decoding"]["method"] = "eagle"
+    config = parse_config(data)
+    assert config.profiles[1].image.stack == "vllm-neuron-v1"
+
+
+# --- property: random invalid configs raise ConfigError naming a field, never anything else -----------
+
+
+def _paths(node: Any, prefix: str = "") -> list[str]:
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in [f"{prefix}{k}", *_paths(v, f"{prefix}{k}.")]]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in [f"{prefix}{i}", *_paths(v, f"{prefix}{i}.")]]
+    return []
+
+
+DEFAULT = default_config_dict()
+FIELD_PATHS = _paths(DEFAULT)
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**6), max_value=10**6),
+    st.floats(allow_nan=True),
+    st.text(max_size=12),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutations=st.lists(st.tuples(st.sampled_from(FIELD_PATHS), JUNK), min_size=1, max_size=3))
+def test_random_mutations_raise_only_config_errors_that_name_a_field(mutations):
+    data = copy.deepcopy(DEFAULT)
+    for path, value in mutations:
+        try:
+            _set(path, value)(data)
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue  # an earlier mutation replaced a parent node; that is still a valid random config
+    try:
+        parse_config(data)
+    except ConfigError as err:
+        assert err.problems
+        for problem in err.problems:
+            assert any(name in problem for name in _field_names()), problem
+
+
+@settings(max_examples=100, deadline=None)
+@given(k=st.integers().filter(lambda k: not 1 <= k <= 15))
+def test_any_k_outside_range_is_rejected_naming_it(k):
+    problems = problems_for(_set("profiles.1.decoding.num_speculative_tokens", k))
+    assert any("num_speculative_tokens" in p and str(k) in p for p in problems)
+
+
+@settings(max_examples=60, deadline=None)
+@given(devices=st.sampled_from([1, 4, 8, 16]), tp=st.integers(min_value=1, max_value=128))
+def test_tp_must_equal_devices_times_logical_cores(devices, tp):
+    data = default_config_dict()
+    data["serving"]["placement"] = {"devices": devices, "logical_neuron_cores": 2, "tensor_parallel_size": tp}
+    if tp == devices * 4:
+        assert parse_config(data).profiles[0].placement.tensor_parallel_size == tp
+    else:
+        with pytest.raises(ConfigError) as err:
+            parse_config(data)
+        assert any("tensor_parallel_size" in p for p in err.value.problems)
+
+
+def _field_names() -> set[str]:
+    return {segment for path in FIELD_PATHS for segment in path.split(".") if not segment.isdigit()} | {
+        "profiles",
+        "config",
+    }

@@ -1,0 +1,139 @@
+"""Shared fixtures: the app is synthesized once per test session (2-core machines), S3/EC2 on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from config import DEFAULT_CONFIG, DeploymentConfig, load_config, parse_config
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+
+def default_config_dict() -> dict[str, Any]:
+    return yaml.safe_load(DEFAULT_CONFIG.read_text())
+
+
+def variant_config_dict() -> dict[str, Any]:
+    """A second deployment exercising the other branches: Capacity Block, retained bucket, K8s 1.34, TP 64."""
+    data = default_config_dict()
+    data["name"] = "specdec-cb"
+    data["kubernetes_version"] = "1.34"
+    data["trn2_nodes"].update(
+        capacity_type="CAPACITY_BLOCK",
+        capacity_reservation_id="cr-0123456789abcdef0",
+        availability_zone="us-east-2b",
+        min_size=2,
+        desired_size=2,
+        max_size=2,
+    )
+    data["bucket"]["retain_on_delete"] = True
+    data["serving"]["placement"] = {"devices": 16, "logical_neuron_cores": 2, "tensor_parallel_size": 64}
+    return data
+
+
+@dataclass(frozen=True)
+class Synth:
+    """One synthesized app: templates by stack name plus cdk-nag's validation report."""
+
+    config: DeploymentConfig
+    outdir: Path
+    templates: dict[str, dict[str, Any]]
+    validation_report: dict[str, Any]
+
+    def template(self, suffix: str) -> dict[str, Any]:
+        (name,) = [n for n in self.templates if n.endswith(suffix)]
+        return self.templates[name]
+
+    def resources(self, suffix: str, type_: str) -> dict[str, dict[str, Any]]:
+        res = self.template(suffix)["Resources"]
+        return {k: v for k, v in res.items() if v["Type"] == type_}
+
+
+def synthesize(config: DeploymentConfig, outdir: Path) -> Synth:
+    from aws_cdk import App, Validations
+    from cdk_nag import AwsSolutionsChecks
+
+    from stacks import add_stacks
+
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    app = App(outdir=str(outdir), context=context)
+    add_stacks(app, config)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    assembly = app.synth()
+    templates = {s.stack_name: s.template for s in assembly.stacks}
+    report = json.loads((outdir / "validation-report.json").read_text())
+    return Synth(config=config, outdir=outdir, templates=templates, validation_report=report)
+
+
+@pytest.fixture(scope="session")
+def default_config() -> DeploymentConfig:
+    return load_config()
+
+
+@pytest.fixture(scope="session")
+def variant_config() -> DeploymentConfig:
+    return parse_config(variant_config_dict())
+
+
+@pytest.fixture(scope="session")
+def synth(default_config: DeploymentConfig, tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synthesize(default_config, tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def variant_synth(variant_config: DeploymentConfig, tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synthesize(variant_config, tmp_path_factory.mktemp("cdk.out.variant"))
+
+
+_ASSET_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+def normalise_template(template: dict[str, Any]) -> dict[str, Any]:
+    """Replace asset hashes so dependency bumps that only rebuild assets do not churn snapshots."""
+    return json.loads(_ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True)))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """A real AWS API (moto's server mode) on loopback; boto3 talks HTTP to it like to AWS."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Fake credentials and the loopback endpoint; never a real account."""
+    import requests
+
+    requests.post(f"{moto_endpoint}/moto-api/reset", timeout=10)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
+    return moto_endpoint

@@ -1,0 +1,141 @@
+"""Cluster stack: the properties that matter for Trainium2, DRA and a clean teardown."""
+
+from __future__ import annotations
+
+import json
+
+from stacks.constructs.neuron_dra_driver import NEURON_CHART_REPOSITORY, NEURON_CHART_VERSION
+
+
+def _one(resources: dict) -> dict:
+    assert len(resources) == 1, list(resources)
+    return next(iter(resources.values()))["Properties"]
+
+
+def _trn2_nodegroup(synth) -> dict:
+    groups = synth.resources("Cluster", "AWS::EKS::Nodegroup")
+    (props,) = [r["Properties"] for r in groups.values() if r["Properties"].get("AmiType") == "AL2023_x86_64_NEURON"]
+    return props
+
+
+def test_cluster_runs_the_configured_version_with_logging_and_secret_encryption(synth):
+    props = _one(synth.resources("Cluster", "AWS::EKS::Cluster"))
+    assert props["Version"] == "1.35"
+    assert props["Name"] == "trn-specdec-eks"
+    types = {t["Type"] for t in props["Logging"]["ClusterLogging"]["EnabledTypes"]}
+    assert types == {"api", "audit", "authenticator", "controllerManager", "scheduler"}
+    assert props["EncryptionConfig"][0]["Resources"] == ["secrets"]
+    assert "ComputeConfig" not in props or not props["ComputeConfig"].get("Enabled")  # not Auto Mode
+
+
+def test_kubectl_layer_matches_the_cluster_version(synth, variant_synth):
+    for s, version in ((synth, "1.35"), (variant_synth, "1.34")):
+        layers = (
+            synth.resources("Cluster", "AWS::Lambda::LayerVersion")
+            if s is synth
+            else s.resources("Cluster", "AWS::Lambda::LayerVersion")
+        )
+        descriptions = [r["Properties"].get("Description", "") for r in layers.values()]
+        assert any(d.startswith(f"/opt/kubectl/kubectl {version}.") for d in descriptions), descriptions
+
+
+def test_admin_principal_gets_a_cluster_admin_access_entry(synth):
+    entries = [r["Properties"] for r in synth.resources("Cluster", "AWS::EKS::AccessEntry").values()]
+    (admin,) = [e for e in entries if e["PrincipalArn"] == synth.config.admin_principal_arn]
+    (policy,) = admin["AccessPolicies"]
+    assert policy["AccessScope"] == {"Type": "cluster"}
+    assert "AmazonEKSClusterAdminPolicy" in json.dumps(policy["PolicyArn"])
+
+
+def test_trn2_nodegroup_uses_neuron_ami_launch_template_and_taint(synth):
+    ng = _trn2_nodegroup(synth)
+    assert ng["CapacityType"] == "ON_DEMAND"
+    assert ng["Taints"] == [{"Effect": "NO_SCHEDULE", "Key": "aws.amazon.com/neuron", "Value": "true"}]
+    assert ng["Labels"] == {"trn-specdec/node-role": "trn2"}
+    assert "InstanceTypes" not in ng and "DiskSize" not in ng  # both live in the launch template
+    assert ng["ScalingConfig"] == {"MinSize": 1, "DesiredSize": 1, "MaxSize": 1}
+    assert len(ng["Subnets"]) == 1  # one AZ: placement group and EFA need it
+
+
+def test_trn2_launch_template_sets_instance_disk_imdsv2_and_efa(synth):
+    lt = _one(synth.resources("Cluster", "AWS::EC2::LaunchTemplate"))["LaunchTemplateData"]
+    assert lt["InstanceType"] == "trn2.48xlarge"
+    ebs = lt["BlockDeviceMappings"][0]["Ebs"]
+    assert (ebs["VolumeSize"], ebs["VolumeType"], ebs["Encrypted"]) == (1024, "gp3", True)
+    assert lt["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 2, "HttpTokens": "required"}
+    nics = lt["NetworkInterfaces"]
+    assert [n["NetworkCardIndex"] for n in nics] == list(range(16))
+    assert nics[0]["InterfaceType"] == "efa" and {n["InterfaceType"] for n in nics[1:]} == {"efa-only"}
+    assert "Placement" in lt and "InstanceMarketOptions" not in lt
+    pg = _one(synth.resources("Cluster", "AWS::EC2::PlacementGroup"))
+    assert pg["Strategy"] == "cluster"
+
+
+def test_capacity_block_variant_targets_the_reservation(variant_synth):
+    ng = _trn2_nodegroup(variant_synth)
+    assert ng["CapacityType"] == "CAPACITY_BLOCK"
+    lt = _one(variant_synth.resources("Cluster", "AWS::EC2::LaunchTemplate"))["LaunchTemplateData"]
+    assert lt["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    target = lt["CapacityReservationSpecification"]["CapacityReservationTarget"]
+    assert target == {"CapacityReservationId": "cr-0123456789abcdef0"}
+    subnets = variant_synth.resources("Cluster", "AWS::EC2::Subnet")
+    azs = {k: r["Properties"]["AvailabilityZone"] for k, r in subnets.items()}
+    (chosen,) = ng["Subnets"]
+    assert azs[chosen["Ref"]] == "us-east-2b"
+
+
+def test_neuron_dra_chart_is_the_pinned_oci_chart_with_device_plugin_off(synth):
+    chart = _one(synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart"))
+    assert chart["Repository"] == NEURON_CHART_REPOSITORY == "oci://public.ecr.aws/neuron/neuron-helm-chart"
+    assert chart["Version"] == NEURON_CHART_VERSION
+    assert chart["Namespace"] == "kube-system" and chart.get("CreateNamespace") is not True
+    values = json.loads(chart["Values"])
+    assert values["devicePlugin"] == {"enabled": False}
+    assert values["draDriver"]["enabled"] is True
+    assert values["npd"] == {"enabled": False} and values["scheduler"] == {"enabled": False}
+
+
+def test_managed_addons_include_csi_cloudwatch_and_pod_identity_once(synth):
+    addons = {
+        r["Properties"]["AddonName"]: r["Properties"] for r in synth.resources("Cluster", "AWS::EKS::Addon").values()
+    }
+    assert set(addons) == {
+        "vpc-cni",
+        "kube-proxy",
+        "coredns",
+        "eks-pod-identity-agent",
+        "aws-mountpoint-s3-csi-driver",
+        "amazon-cloudwatch-observability",
+    }
+    csi_values = json.loads(addons["aws-mountpoint-s3-csi-driver"]["ConfigurationValues"])
+    assert csi_values == {"node": {"tolerateAllTaints": True}}
+
+
+def test_mountpoint_role_reads_only_the_models_bucket(synth):
+    template = synth.template("Cluster")
+    assocs = synth.resources("Cluster", "AWS::EKS::PodIdentityAssociation")
+    (csi,) = [a["Properties"] for a in assocs.values() if a["Properties"]["ServiceAccount"] == "s3-csi-driver-sa"]
+    role_id = csi["RoleArn"]["Fn::GetAtt"][0]
+    policies = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
+    ]
+    statements = [s for p in policies for s in p["PolicyDocument"]["Statement"]]
+    actions = sorted(a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
+    assert actions == ["s3:GetObject", "s3:ListBucket"]
+    for statement in statements:
+        resource = json.dumps(statement["Resource"])
+        assert f"{synth.config.name}-models-" in resource and "AWS::AccountId" in resource, resource
+
+
+def test_no_resource_is_retained_on_teardown(synth):
+    for name, template in synth.templates.items():
+        for logical_id, res in template["Resources"].items():
+            assert res.get("DeletionPolicy", "Delete") == "Delete", f"{name}/{logical_id} would survive cdk destroy"
+
+
+def test_no_iam_policy_grants_full_access(synth, variant_synth):
+    for s in (synth, variant_synth):
+        for template in s.templates.values():
+            assert "FullAccess" not in json.dumps(template)

@@ -1,0 +1,60 @@
+"""Models bucket: private, encrypted, TLS-only, cleans up multipart uploads, deleted unless retained."""
+
+from __future__ import annotations
+
+from aws_cdk.assertions import Match, Template
+
+
+def test_bucket_is_encrypted_private_and_aborts_incomplete_uploads(synth):
+    Template.from_json(synth.template("Models")).has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "BucketEncryption": {
+                "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+            },
+            "PublicAccessBlockConfiguration": {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+            "LifecycleConfiguration": {
+                "Rules": [Match.object_like({"AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 2}})]
+            },
+        },
+    )
+
+
+def test_bucket_policy_denies_plain_http(synth):
+    Template.from_json(synth.template("Models")).has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Effect": "Deny",
+                                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                                "Action": "s3:*",
+                            }
+                        )
+                    ]
+                )
+            }
+        },
+    )
+
+
+def test_bucket_is_emptied_and_deleted_by_default(synth):
+    template = synth.template("Models")
+    (bucket,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::S3::Bucket"]
+    assert bucket["DeletionPolicy"] == "Delete"
+    assert any(r["Type"] == "Custom::S3AutoDeleteObjects" for r in template["Resources"].values())
+
+
+def test_retention_switch_keeps_the_bucket_and_its_objects(variant_synth):
+    template = variant_synth.template("Models")
+    (bucket,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::S3::Bucket"]
+    assert bucket["DeletionPolicy"] == "Retain" and bucket["UpdateReplacePolicy"] == "Retain"
+    assert not any(r["Type"] == "Custom::S3AutoDeleteObjects" for r in template["Resources"].values())
