@@ -15,7 +15,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: setup synth test lint format deploy destroy sweep-dry-run clean
+.PHONY: setup synth test lint format deploy build destroy sweep-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -32,6 +32,7 @@ node_modules/.installed: package.json package-lock.json
 
 synth: setup
 	$(CDK) synth --quiet $(CDK_FLAGS)
+	$(BIN)/python -m charts --config $(CONFIG) --out dist
 	@echo "templates: $$(ls cdk.out/*.template.json | tr '\n' ' ')"
 
 test: setup
@@ -47,6 +48,11 @@ format: setup
 
 deploy: setup
 	$(CDK) deploy --all $(CDK_FLAGS) -c deploy=true --require-approval broadening
+
+# Compile and publish one profile's artifact on the cluster: make build PROFILE=speculative
+build: setup
+	@test -n "$(PROFILE)" || { echo "usage: make build PROFILE=<a profile name from $(CONFIG)>"; exit 2; }
+	$(BIN)/python -m charts.build $(PROFILE) --apply --config $(CONFIG)
 
 destroy: setup
 	$(CDK) destroy --all --force $(CDK_FLAGS)

@@ -24,6 +24,8 @@ from pydantic import (
 
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
 NEURON_TAINT_VALUE = "true"
+NEURON_DEVICE_CLASS = "neuron.aws.com"  # created by the Neuron DRA driver chart
+NODE_ROLE_LABEL = "trn-specdec/node-role"  # "system" or "trn2", set on the node groups
 PLACEHOLDER_ACCOUNT = "000000000000"
 PLACEHOLDER_ADMIN_ARN = f"arn:aws:iam::{PLACEHOLDER_ACCOUNT}:role/REPLACE-WITH-YOUR-ADMIN-ROLE"
 
@@ -36,12 +38,20 @@ class NeuronInstance(BaseModel):
     physical_cores_per_device: int
     default_lnc: int
     efa_interfaces: int
+    vcpus: int
+    memory_gib: int
 
 
 NEURON_INSTANCES: dict[str, NeuronInstance] = {
-    "trn2.48xlarge": NeuronInstance(devices=16, physical_cores_per_device=8, default_lnc=2, efa_interfaces=16),
-    "trn2u.48xlarge": NeuronInstance(devices=16, physical_cores_per_device=8, default_lnc=2, efa_interfaces=16),
-    "trn2.3xlarge": NeuronInstance(devices=1, physical_cores_per_device=8, default_lnc=2, efa_interfaces=1),
+    "trn2.48xlarge": NeuronInstance(
+        devices=16, physical_cores_per_device=8, default_lnc=2, efa_interfaces=16, vcpus=192, memory_gib=2048
+    ),
+    "trn2u.48xlarge": NeuronInstance(
+        devices=16, physical_cores_per_device=8, default_lnc=2, efa_interfaces=16, vcpus=192, memory_gib=2048
+    ),
+    "trn2.3xlarge": NeuronInstance(
+        devices=1, physical_cores_per_device=8, default_lnc=2, efa_interfaces=1, vcpus=12, memory_gib=128
+    ),
 }
 
 # Kubernetes versions we can deploy: DRA needs resource.k8s.io/v1 (1.34+), and each needs a kubectl layer
@@ -181,6 +191,12 @@ class ServingDefaults(_Strict):
     dtype: Literal["bfloat16", "float16"] = "bfloat16"
     replicas: int = Field(default=1, ge=0, le=64)
     port: int = Field(default=8000, ge=1024, le=65535)
+    mount_cache_gib: int = Field(
+        default=200, ge=0, le=4000, description="Local disk cache of the S3 mount (weights are read once, then hot)."
+    )
+    startup_timeout_minutes: int = Field(
+        default=40, ge=5, le=600, description="Time to load precompiled artifacts from S3 onto the devices."
+    )
 
 
 class ServingProfile(ServingDefaults):

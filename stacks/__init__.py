@@ -9,15 +9,17 @@ from aws_cdk import App, Environment, Tags
 from config.schema import DeploymentConfig
 from stacks.cluster_stack import ClusterStack
 from stacks.models_stack import ModelsStack
+from stacks.workloads_stack import WorkloadsStack
 
 
 @dataclass(frozen=True)
 class Stacks:
     models: ModelsStack
     cluster: ClusterStack
+    workloads: WorkloadsStack
 
     def all(self) -> list:
-        return [self.models, self.cluster]
+        return [self.models, self.cluster, self.workloads]
 
 
 def add_stacks(app: App, config: DeploymentConfig) -> Stacks:
@@ -32,8 +34,16 @@ def add_stacks(app: App, config: DeploymentConfig) -> Stacks:
         env=env,
         description="trn-specdec EKS cluster with Trainium2 nodes and the Neuron DRA driver",
     )
-    cluster.add_dependency(models, "the Mountpoint CSI role reads the models bucket")
-    stacks = Stacks(models=models, cluster=cluster)
+    cluster.add_stack_dependency(models, "the Mountpoint CSI role reads the models bucket")
+    workloads = WorkloadsStack(
+        app,
+        f"{prefix}-Workloads",
+        config=config,
+        cluster_stack=cluster,
+        env=env,
+        description="trn-specdec vLLM services (baseline and speculative) and their IAM roles",
+    )
+    stacks = Stacks(models=models, cluster=cluster, workloads=workloads)
     for stack in stacks.all():
         for key, value in config.tags.items():
             Tags.of(stack).add(key, value)

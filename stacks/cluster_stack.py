@@ -14,7 +14,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from config.schema import DeploymentConfig
+from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
 from stacks.constructs.pod_identity_role import PodIdentityRole
 from stacks.constructs.trn2_node_group import Trn2NodeGroup
@@ -25,7 +25,6 @@ KUBECTL_LAYERS = {
     "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
     "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
 }
-SYSTEM_NODE_LABEL = "trn-specdec/node-role"
 MOUNTPOINT_SERVICE_ACCOUNT = ("kube-system", "s3-csi-driver-sa")
 CLOUDWATCH_SERVICE_ACCOUNT = ("amazon-cloudwatch", "cloudwatch-agent")
 
@@ -116,7 +115,7 @@ class ClusterStack(Stack):
             desired_size=sys_cfg.desired_size,
             max_size=sys_cfg.max_size,
             disk_size=sys_cfg.disk_gib,
-            labels={SYSTEM_NODE_LABEL: "system"},
+            labels={NODE_ROLE_LABEL: "system"},
             subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
         )
         self.trn2_nodes = Trn2NodeGroup(

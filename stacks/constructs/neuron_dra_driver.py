@@ -14,7 +14,6 @@ NEURON_CHART_VERSION = "1.9.0"
 # kube-system so Helm does not try to create that namespace a second time.
 NEURON_RELEASE_NAMESPACE = "kube-system"
 NEURON_DRIVER_NAMESPACE = "neuron-dra-driver"
-NEURON_DEVICE_CLASS = "neuron.aws.com"
 
 
 class NeuronDraDriver(Construct):

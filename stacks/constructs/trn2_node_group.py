@@ -7,10 +7,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from config.schema import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, Trn2NodeGroupConfig
+from config.schema import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL, Trn2NodeGroupConfig
 from stacks.nag import acknowledge_node_role
-
-TRN2_NODE_LABEL = "trn-specdec/node-role"
 
 
 class Trn2NodeGroup(Construct):
@@ -103,7 +101,7 @@ class Trn2NodeGroup(Construct):
             "LaunchTemplate",
             launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(**data),
         )
-        self.labels = {TRN2_NODE_LABEL: "trn2"}
+        self.labels = {NODE_ROLE_LABEL: "trn2"}
         self.nodegroup = eks.Nodegroup(
             self,
             "NodeGroup",

@@ -177,6 +177,7 @@ def test_any_k_outside_range_is_rejected_naming_it(k):
 def test_tp_must_equal_devices_times_logical_cores(devices, tp):
     data = default_config_dict()
     data["serving"]["placement"] = {"devices": devices, "logical_neuron_cores": 2, "tensor_parallel_size": tp}
+    data["trn2_nodes"].update(min_size=2, desired_size=2, max_size=2)  # two 16-device services need two nodes
     if tp == devices * 4:
         assert parse_config(data).profiles[0].placement.tensor_parallel_size == tp
     else:

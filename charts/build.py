@@ -1,0 +1,105 @@
+"""Render the model-build Job of one profile as YAML on stdout (used by `make build PROFILE=...`).
+
+python -m charts.build PROFILE --account ACCOUNT_ID [--config config/default.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+import cdk8s
+import yaml
+
+from charts.model_build_job import ModelBuildJob
+from config import ConfigError, load_config
+
+
+def render_build_job(config_path: str | None, profile_name: str, account: str) -> list[dict]:
+    config = load_config(config_path)
+    try:
+        profile = config.profile(profile_name)
+    except KeyError as err:
+        raise ConfigError([str(err.args[0])]) from None
+    app = cdk8s.App()
+    chart = cdk8s.Chart(app, "build", namespace=config.namespace, disable_resource_name_hashes=True)
+    ModelBuildJob(chart, "job", config=config, profile=profile, bucket_name=config.models_bucket_name(account))
+    return chart.to_json()
+
+
+def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["kubectl", *args], input=stdin, text=True, capture_output=True, check=check)
+
+
+def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) -> int:
+    """Apply the Job on the cluster and wait for it; exit code 0 only when the artifact is published."""
+    import boto3  # lazily: rendering needs no AWS
+
+    config = load_config(config_path)
+    profile = config.profile(profile_name)
+    account = boto3.client("sts").get_caller_identity()["Account"]
+    bucket = config.models_bucket_name(account)
+    cli = [sys.executable, "-m", "model_build", *(["--config", config_path] if config_path else [])]
+    if subprocess.run([*cli, "verify", profile_name, "--bucket", bucket]).returncode == 0:
+        print(f"{profile_name}: artifact already published and verified; nothing to build")
+        return 0
+    objects = render_build_job(config_path, profile_name, account)
+    job = objects[0]["metadata"]["name"]
+    ns = config.namespace
+    print(f"{profile_name}: freeing its devices (scale deploy/{profile_name} to 0) and starting job/{job}")
+    kubectl("-n", ns, "scale", f"deploy/{profile_name}", "--replicas=0")
+    kubectl("-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump_all(objects, sort_keys=False))
+    logs: subprocess.Popen[str] | None = None
+    try:
+        while True:
+            status = json.loads(kubectl("-n", ns, "get", "job", job, "-o", "json").stdout).get("status", {})
+            conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+            if status.get("active") and logs is None:
+                logs = subprocess.Popen(["kubectl", "-n", ns, "logs", "-f", f"job/{job}"], text=True)
+            if conditions.get("Complete") == "True":
+                print(f"{profile_name}: job/{job} succeeded")
+                return 0
+            if conditions.get("Failed") == "True":
+                print(
+                    f"{profile_name}: job/{job} failed; see `kubectl -n {ns} logs job/{job}` "
+                    "(a 'Killed' line means the host ran out of memory)",
+                    file=sys.stderr,
+                )
+                return 1
+            if logs is None:
+                print(f"{profile_name}: waiting for job/{job} to start (active={status.get('active', 0)})")
+            time.sleep(poll_s)
+    finally:
+        if logs is not None:
+            logs.terminate()
+        kubectl("-n", ns, "scale", f"deploy/{profile_name}", f"--replicas={profile.replicas}", check=False)
+        print(f"{profile_name}: deploy/{profile_name} scaled back to {profile.replicas}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m charts.build", description=__doc__.split("\n\n")[0])
+    parser.add_argument("profile")
+    parser.add_argument("--config", default=None)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--account", help="print the Job YAML for the bucket of this AWS account id")
+    mode.add_argument("--apply", action="store_true", help="run the build on the cluster and wait for it")
+    args = parser.parse_args(argv)
+    try:
+        if args.apply:
+            return run_build(args.config, args.profile)
+        objects = render_build_job(args.config, args.profile, args.account)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    except KeyError as err:
+        print(err.args[0], file=sys.stderr)
+        return 2
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""Project code shipped to pods as a ConfigMap, so jobs and init steps run in the stock Neuron image.
+
+No custom image build and no Docker on the deployer's machine: the files are read at synth time,
+versioned with the deployment, and mounted read-only under CODE_PATH (PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from cdk8s_plus_34 import k8s
+from constructs import Construct
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE_PATH = "/opt/trn-specdec"
+CONFIGMAP_LIMIT = 1_000_000  # bytes; Kubernetes rejects larger ConfigMaps
+
+
+def python_files(*packages: str) -> list[str]:
+    return sorted(str(p.relative_to(ROOT)) for pkg in packages for p in (ROOT / pkg).glob("*.py"))
+
+
+class CodeBundle(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, files: list[str]) -> None:
+        super().__init__(scope, construct_id)
+        self.name = name
+        self.files = sorted(files)
+        data = {_key(f): (ROOT / f).read_text() for f in self.files}
+        size = sum(len(v.encode()) for v in data.values())
+        if size > CONFIGMAP_LIMIT:
+            raise ValueError(f"code bundle {name} is {size} bytes, over the ConfigMap limit of {CONFIGMAP_LIMIT}")
+        self.digest = hashlib.sha256("".join(f"{k}\0{v}\0" for k, v in sorted(data.items())).encode()).hexdigest()
+        self.config_map = k8s.KubeConfigMap(self, "ConfigMap", metadata=k8s.ObjectMeta(name=name), data=data)
+
+    def volume(self, volume_name: str = "code") -> k8s.Volume:
+        return code_volume(self.name, self.files, volume_name)
+
+
+def code_volume(config_map: str, files: list[str], volume_name: str = "code") -> k8s.Volume:
+    """Mount a CodeBundle's ConfigMap with its files at their package paths (keys cannot hold '/')."""
+    return k8s.Volume(
+        name=volume_name,
+        config_map=k8s.ConfigMapVolumeSource(
+            name=config_map, items=[k8s.KeyToPath(key=_key(f), path=f) for f in files]
+        ),
+    )
+
+
+def _key(path: str) -> str:
+    return path.replace("/", "__")

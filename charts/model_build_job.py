@@ -1,0 +1,193 @@
+"""The compile-and-publish Job for one serving profile, on a Trainium2 node, in the serving image.
+
+`make build PROFILE=...` renders it with `python -m charts.build`, frees the profile's devices by scaling
+its Deployment to zero, applies the Job, follows its log and scales the Deployment back.
+"""
+
+from __future__ import annotations
+
+import yaml
+from cdk8s_plus_34 import k8s
+from constructs import Construct
+
+from charts.code_bundle import CODE_PATH, CodeBundle, code_volume, python_files
+from charts.models_volume import MOUNT_PATH, ModelsVolume
+from charts.neuron_claim import CLAIM_NAME, NeuronClaimTemplate, node_share
+from config.schema import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL, DeploymentConfig, ServingProfile
+from model_build.digest import profile_digest
+
+CONFIG_PATH = "/etc/trn-specdec"
+BUILD_CODE_CONFIG_MAP = "trn-specdec-build-code"
+BUILD_CONFIG_CONFIG_MAP = "trn-specdec-config"
+SCRATCH_PATH = "/scratch"
+SCRATCH_GIB = 400  # Qwen3-32B artifacts are tens of GB; neuronx-cc work files need more
+BUILD_DEADLINE_HOURS = 6
+BOTO3_PIN = "boto3==1.40.70"  # installed at start only if the image lacks boto3
+
+
+def build_code_files() -> list[str]:
+    """model_build and the config it reads; pydantic and PyYAML come with vLLM in the serving image."""
+    return python_files("model_build", "config")
+
+
+def build_service_account(profile: ServingProfile) -> str:
+    return f"{profile.name}-build"
+
+
+def build_claim_template(profile: ServingProfile) -> str:
+    return f"{profile.name}-build-neuron"
+
+
+def build_volume_claim(profile: ServingProfile) -> str:
+    return f"{profile.name}-build-models"
+
+
+def build_job_name(config: DeploymentConfig, profile: ServingProfile) -> str:
+    return f"build-{profile.name}-{profile_digest(config, profile)[:12]}"
+
+
+def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name: str) -> str:
+    out = f"{SCRATCH_PATH}/artifact"
+    cli = f"python3 -m model_build --config {CONFIG_PATH}/config.yaml"
+    return "\n".join(
+        [
+            "set -euo pipefail",
+            f'python3 -c "import boto3" 2>/dev/null || pip install --quiet --no-cache-dir {BOTO3_PIN}',
+            f"{cli} plan {profile.name}",
+            f"{cli} compile {profile.name} --out {out} --checkpoints-dir {MOUNT_PATH}",
+            f"{cli} publish {profile.name} --from {out} --bucket {bucket_name}",
+            f"{cli} verify {profile.name} --bucket {bucket_name}",
+        ]
+    )
+
+
+class ModelBuildSupport(Construct):
+    """What a build Job needs that `cdk deploy` applies once: config, code, and per profile a service
+    account (its Pod Identity role writes only artifacts/<digest>/), a claim template and a volume."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, bucket_name: str) -> None:
+        super().__init__(scope, construct_id)
+        self.code = CodeBundle(self, "Code", name=BUILD_CODE_CONFIG_MAP, files=build_code_files())
+        self.config_map = k8s.KubeConfigMap(
+            self,
+            "Config",
+            metadata=k8s.ObjectMeta(name=BUILD_CONFIG_CONFIG_MAP),
+            data={"config.yaml": yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)},
+        )
+        for profile in config.profiles:
+            k8s.KubeServiceAccount(
+                self,
+                f"{profile.name}-sa",
+                metadata=k8s.ObjectMeta(name=build_service_account(profile)),
+            )
+            NeuronClaimTemplate(
+                self,
+                f"{profile.name}-claim",
+                name=build_claim_template(profile),
+                placement=profile.placement,
+                instance_type=config.trn2_nodes.instance_type,
+            )
+            ModelsVolume(
+                self,
+                f"{profile.name}-models",
+                name=build_volume_claim(profile),
+                namespace=config.namespace,
+                bucket_name=bucket_name,
+                region=config.region,
+                cache_gib=0,
+            )
+
+
+class ModelBuildJob(Construct):
+    """Compile with the same image and device claim shape as the service it builds for, then publish."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DeploymentConfig,
+        profile: ServingProfile,
+        bucket_name: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        cpu, memory_gib = node_share(config.trn2_nodes.instance, profile.placement.devices)
+        lnc = str(profile.placement.logical_neuron_cores)
+        self.name = build_job_name(config, profile)
+        labels = {
+            "app.kubernetes.io/name": "model-build",
+            "app.kubernetes.io/part-of": "trn-specdec",
+            "trn-specdec/profile": profile.name,
+            "trn-specdec/artifact-digest": profile_digest(config, profile),
+        }
+        self.job = k8s.KubeJob(
+            self,
+            "Job",
+            metadata=k8s.ObjectMeta(name=self.name, labels=labels),
+            spec=k8s.JobSpec(
+                backoff_limit=1,
+                active_deadline_seconds=BUILD_DEADLINE_HOURS * 3600,
+                ttl_seconds_after_finished=24 * 3600,
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=labels),
+                    spec=k8s.PodSpec(
+                        restart_policy="Never",
+                        service_account_name=build_service_account(profile),
+                        node_selector={NODE_ROLE_LABEL: "trn2"},
+                        tolerations=[
+                            k8s.Toleration(
+                                key=NEURON_TAINT_KEY, operator="Equal", value=NEURON_TAINT_VALUE, effect="NoSchedule"
+                            )
+                        ],
+                        resource_claims=[
+                            k8s.PodResourceClaim(
+                                name=CLAIM_NAME, resource_claim_template_name=build_claim_template(profile)
+                            )
+                        ],
+                        containers=[
+                            k8s.Container(
+                                name="build",
+                                image=profile.image.uri,
+                                command=["/bin/bash", "-c", build_script(config, profile, bucket_name)],
+                                env=[
+                                    k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH),
+                                    k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
+                                    k8s.EnvVar(name="AWS_REGION", value=config.region),
+                                    k8s.EnvVar(name="NEURON_RT_VIRTUAL_CORE_SIZE", value=lnc),
+                                    k8s.EnvVar(name="NEURON_LOGICAL_NC_CONFIG", value=lnc),
+                                    k8s.EnvVar(name="BASE_COMPILE_WORK_DIR", value=f"{SCRATCH_PATH}/nxd_model"),
+                                ],
+                                resources=k8s.ResourceRequirements(
+                                    requests={"cpu": k8s.Quantity.from_number(cpu), "memory": _gi(memory_gib)},
+                                    limits={"cpu": k8s.Quantity.from_number(cpu), "memory": _gi(memory_gib)},
+                                    claims=[k8s.ResourceClaim(name=CLAIM_NAME)],
+                                ),
+                                volume_mounts=[
+                                    k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=True),
+                                    k8s.VolumeMount(name="scratch", mount_path=SCRATCH_PATH),
+                                    k8s.VolumeMount(name="code", mount_path=CODE_PATH, read_only=True),
+                                    k8s.VolumeMount(name="config", mount_path=CONFIG_PATH, read_only=True),
+                                ],
+                            )
+                        ],
+                        volumes=[
+                            k8s.Volume(
+                                name="models",
+                                persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
+                                    claim_name=build_volume_claim(profile), read_only=True
+                                ),
+                            ),
+                            k8s.Volume(name="scratch", empty_dir=k8s.EmptyDirVolumeSource(size_limit=_gi(SCRATCH_GIB))),
+                            code_volume(BUILD_CODE_CONFIG_MAP, build_code_files()),
+                            k8s.Volume(
+                                name="config", config_map=k8s.ConfigMapVolumeSource(name=BUILD_CONFIG_CONFIG_MAP)
+                            ),
+                        ],
+                    ),
+                ),
+            ),
+        )
+
+
+def _gi(n: int) -> k8s.Quantity:
+    return k8s.Quantity.from_string(f"{n}Gi")

@@ -1,0 +1,192 @@
+"""One vLLM service on Trainium2: the baseline and the speculative service are this construct, two profiles."""
+
+from __future__ import annotations
+
+import json
+
+from cdk8s_plus_34 import k8s
+from constructs import Construct
+
+from charts.code_bundle import CODE_PATH, CodeBundle
+from charts.models_volume import MOUNT_PATH, ModelsVolume
+from charts.neuron_claim import CLAIM_NAME, NeuronClaimTemplate, node_share
+from charts.vllm_args import artifact_dir, vllm_args, vllm_env
+from config.schema import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL, DeploymentConfig, ServingProfile
+from model_build.digest import artifact_inputs, profile_digest
+
+SHM_GIB = 128  # as the reference deployment: NxDI stages tensors through shared memory
+
+
+def service_account_name(profile: ServingProfile) -> str:
+    return f"{profile.name}-vllm"
+
+
+def labels(config: DeploymentConfig, profile: ServingProfile) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "vllm",
+        "app.kubernetes.io/instance": profile.name,
+        "app.kubernetes.io/part-of": "trn-specdec",
+        "trn-specdec/profile": profile.name,
+        "trn-specdec/model": profile.target,
+        "trn-specdec/decoding": profile.decoding.method,
+    }
+
+
+class VllmService(Construct):
+    """Deployment + ClusterIP Service + DRA claim template + S3 volume + service account for one profile.
+
+    The pod claims its Neuron devices through DRA, mounts the bucket read-only, and an init container
+    checks the artifact manifest against the profile before vLLM starts, so vLLM never compiles on start.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DeploymentConfig,
+        profile: ServingProfile,
+        bucket_name: str,
+        code: CodeBundle,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.profile = profile
+        self.name = profile.name
+        ns = config.namespace
+        self.labels = labels(config, profile)
+        selector = {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": profile.name}
+
+        self.claim_template = NeuronClaimTemplate(
+            self,
+            "Claim",
+            name=f"{profile.name}-neuron",
+            placement=profile.placement,
+            instance_type=config.trn2_nodes.instance_type,
+        )
+        self.volume = ModelsVolume(
+            self,
+            "Models",
+            name=f"{profile.name}-models",
+            namespace=ns,
+            bucket_name=bucket_name,
+            region=config.region,
+            cache_gib=profile.mount_cache_gib,
+        )
+        self.service_account = k8s.KubeServiceAccount(
+            self, "ServiceAccount", metadata=k8s.ObjectMeta(name=service_account_name(profile), labels=self.labels)
+        )
+
+        cpu, memory_gib = node_share(config.trn2_nodes.instance, profile.placement.devices)
+        digest = profile_digest(config, profile)
+        expected = {"digest": digest, "inputs": artifact_inputs(config, profile), "profile": profile.name}
+        volume_mounts = [k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=True)]
+        probe = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
+
+        self.deployment = k8s.KubeDeployment(
+            self,
+            "Deployment",
+            metadata=k8s.ObjectMeta(name=profile.name, labels=self.labels),
+            spec=k8s.DeploymentSpec(
+                replicas=profile.replicas,
+                # Recreate: a rolling update would need a second set of devices that the node does not have.
+                strategy=k8s.DeploymentStrategy(type="Recreate"),
+                selector=k8s.LabelSelector(match_labels=selector),
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=self.labels, annotations={"trn-specdec/artifact-digest": digest}),
+                    spec=k8s.PodSpec(
+                        service_account_name=service_account_name(profile),
+                        node_selector={NODE_ROLE_LABEL: "trn2"},
+                        tolerations=[
+                            k8s.Toleration(
+                                key=NEURON_TAINT_KEY, operator="Equal", value=NEURON_TAINT_VALUE, effect="NoSchedule"
+                            )
+                        ],
+                        resource_claims=[
+                            k8s.PodResourceClaim(name=CLAIM_NAME, resource_claim_template_name=self.claim_template.name)
+                        ],
+                        termination_grace_period_seconds=60,
+                        init_containers=[
+                            k8s.Container(
+                                name="verify-artifact",
+                                image=profile.image.uri,
+                                command=[
+                                    "python3",
+                                    "-m",
+                                    "model_build.check_mounted",
+                                    "--dir",
+                                    artifact_dir(config, profile),
+                                    "--expected-json",
+                                    json.dumps(expected, sort_keys=True, separators=(",", ":")),
+                                ],
+                                env=[k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH)],
+                                resources=k8s.ResourceRequirements(
+                                    requests={"cpu": k8s.Quantity.from_string("500m"), "memory": _gi(1)},
+                                    limits={"cpu": k8s.Quantity.from_string("1"), "memory": _gi(1)},
+                                ),
+                                volume_mounts=[
+                                    *volume_mounts,
+                                    k8s.VolumeMount(name="code", mount_path=CODE_PATH, read_only=True),
+                                ],
+                            )
+                        ],
+                        containers=[
+                            k8s.Container(
+                                name="vllm",
+                                image=profile.image.uri,
+                                command=["vllm"],
+                                args=vllm_args(config, profile),
+                                env=[k8s.EnvVar(name=k, value=v) for k, v in sorted(vllm_env(config, profile).items())],
+                                ports=[k8s.ContainerPort(name="http", container_port=profile.port)],
+                                resources=k8s.ResourceRequirements(
+                                    requests={"cpu": k8s.Quantity.from_number(cpu), "memory": _gi(memory_gib)},
+                                    limits={"cpu": k8s.Quantity.from_number(cpu), "memory": _gi(memory_gib)},
+                                    claims=[k8s.ResourceClaim(name=CLAIM_NAME)],
+                                ),
+                                volume_mounts=[*volume_mounts, k8s.VolumeMount(name="dshm", mount_path="/dev/shm")],
+                                startup_probe=k8s.Probe(
+                                    http_get=probe,
+                                    period_seconds=30,
+                                    timeout_seconds=10,
+                                    failure_threshold=max(1, profile.startup_timeout_minutes * 2),
+                                ),
+                                readiness_probe=k8s.Probe(
+                                    http_get=probe, period_seconds=10, timeout_seconds=5, failure_threshold=3
+                                ),
+                                liveness_probe=k8s.Probe(
+                                    http_get=probe, period_seconds=30, timeout_seconds=10, failure_threshold=4
+                                ),
+                            )
+                        ],
+                        volumes=[
+                            k8s.Volume(
+                                name="models",
+                                persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
+                                    claim_name=self.volume.claim_name, read_only=True
+                                ),
+                            ),
+                            k8s.Volume(
+                                name="dshm",
+                                empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=_gi(SHM_GIB)),
+                            ),
+                            code.volume(),
+                        ],
+                    ),
+                ),
+            ),
+        )
+        self.service = k8s.KubeService(
+            self,
+            "Service",
+            metadata=k8s.ObjectMeta(name=profile.name, labels=self.labels),
+            spec=k8s.ServiceSpec(
+                type="ClusterIP",
+                selector=selector,
+                ports=[
+                    k8s.ServicePort(name="http", port=profile.port, target_port=k8s.IntOrString.from_string("http"))
+                ],
+            ),
+        )
+
+
+def _gi(n: int) -> k8s.Quantity:
+    return k8s.Quantity.from_string(f"{n}Gi")

@@ -1,0 +1,85 @@
+"""Serving's init check: does the mounted artifact match the profile the server is about to run?
+
+    python3 -m model_build.check_mounted --dir /models/artifacts/<digest> \\
+        --expected-json '{"digest": "...", "inputs": {...}, "profile": "speculative"}' [--deep]
+
+Standard library + model_build.manifest only: it runs with the Neuron image's own python3 from a
+ConfigMap, before vLLM starts. Checks the manifest exists, that its digest and inputs equal the
+expected ones, that every listed file has its size (os.stat, cheap even over Mountpoint for S3) and,
+with --deep, its sha256. Exit 0 ok, 1 mismatch (with the command that builds the right artifact),
+2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from model_build.manifest import MANIFEST_NAME, Manifest, file_problems, mismatches
+
+EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
+
+
+def _fix(profile: str | None) -> str:
+    name = profile or "<profile>"
+    return (
+        f"build and publish the artifact this profile needs: make build PROFILE={name}   (or: python -m model_build "
+        f"compile {name} --out DIR && python -m model_build publish {name} --from DIR); "
+        f"python -m model_build plan {name} shows its inputs"
+    )
+
+
+def check(directory: Path, expected: dict, *, deep: bool = False) -> tuple[int, str]:
+    """(exit code, message) for one mounted artifact directory."""
+    digest, inputs, profile = expected["digest"], expected["inputs"], expected.get("profile")
+    who = f"profile {profile} (digest {digest})" if profile else f"digest {digest}"
+    path = directory / MANIFEST_NAME
+    if not path.is_file():
+        return EXIT_MISMATCH, (
+            f"FAIL: no {MANIFEST_NAME} in {directory}: the artifact for {who} was never published, or its publish "
+            f"has not finished (publish writes the manifest last).\nfix: {_fix(profile)}"
+        )
+    try:
+        manifest = Manifest.from_json(path.read_text())
+    except (ValueError, TypeError, KeyError) as err:
+        return EXIT_MISMATCH, f"FAIL: {path} is not a readable manifest ({err}).\nfix: {_fix(profile)}"
+    problems = mismatches(manifest, digest, inputs)
+    if not problems:
+        problems = file_problems(directory, manifest.files, deep=deep)
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems)
+        return EXIT_MISMATCH, f"FAIL: {directory} does not match {who}:\n{listed}\nfix: {_fix(profile)}"
+    how = "sizes and sha256 checked" if deep else "sizes checked; --deep also hashes"
+    return EXIT_OK, f"OK: {directory} matches {who}: {len(manifest.files)} files, {manifest.total_bytes} bytes ({how})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python3 -m model_build.check_mounted",
+        description="Check a mounted, published artifact against the profile before vLLM loads it.",
+    )
+    parser.add_argument("--dir", required=True, type=Path, help="the artifact directory, /models/artifacts/<digest>")
+    parser.add_argument(
+        "--expected-json",
+        required=True,
+        help='JSON {"digest": ..., "inputs": {...}, "profile": name}, as `python -m model_build plan P --json` prints',
+    )
+    parser.add_argument("--deep", action="store_true", help="also hash every file (reads every byte: slow)")
+    args = parser.parse_args(argv)
+    try:
+        expected = json.loads(args.expected_json)
+    except json.JSONDecodeError as err:
+        print(f"check_mounted: --expected-json is not JSON ({err})", file=sys.stderr)
+        return EXIT_USAGE
+    if not isinstance(expected, dict) or not {"digest", "inputs"} <= set(expected):
+        print('check_mounted: --expected-json must be an object with "digest" and "inputs"', file=sys.stderr)
+        return EXIT_USAGE
+    code, message = check(args.dir, expected, deep=args.deep)
+    print(message, file=sys.stdout if code == EXIT_OK else sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

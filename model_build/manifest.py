@@ -1,0 +1,139 @@
+"""The artifact manifest: written last by `publish`, checked by `verify` and the serving init step.
+
+Standard library only: the serving pod's init container runs this module with the Neuron image's own
+python3 against the read-only S3 mount, with no extra packages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_SCHEMA = 1
+BUILD_RECORD_NAME = "build-inputs.json"  # written by `compile` into its output dir, last
+
+
+@dataclass(frozen=True)
+class ManifestFile:
+    path: str  # relative to the artifact prefix, "/" separated
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    digest: str
+    inputs: dict[str, Any]  # model_build.digest.artifact_inputs(...) at compile time
+    files: list[ManifestFile]
+    created_at: str
+    builder: dict[str, str] = field(default_factory=dict)  # versions of NxDI, neuronx-cc, torch-neuronx, ...
+    schema: int = MANIFEST_SCHEMA
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        data = json.loads(text)
+        if data.get("schema") != MANIFEST_SCHEMA:
+            raise ValueError(
+                f"manifest schema {data.get('schema')!r} is not {MANIFEST_SCHEMA}; rebuild with this version of model_build"
+            )
+        files = [ManifestFile(**f) for f in data.pop("files")]
+        return cls(files=files, **data)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def same_content(self, other: Manifest) -> bool:
+        """Same artifact: digest, inputs and every file's path, size and sha256 (timestamps may differ)."""
+        return _content_key(self) == _content_key(other)
+
+    def differences(
+        self, other: Manifest, *, mine: str = "local", theirs: str = "published", limit: int = 5
+    ) -> list[str]:
+        """The first few ways two manifests differ, as sentences."""
+        mine, theirs = {f.path: f for f in self.files}, {f.path: f for f in other.files}
+        out = []
+        for path in sorted(set(mine) | set(theirs)):
+            a, b = mine.get(path), theirs.get(path)
+            if a is None:
+                out.append(f"{path}: only {theirs}")
+            elif b is None:
+                out.append(f"{path}: only {mine}")
+            elif (a.size, a.sha256) != (b.size, b.sha256):
+                out.append(
+                    f"{path}: {mine} {a.size} bytes sha256 {a.sha256[:12]}..., {theirs} {b.size} bytes {b.sha256[:12]}..."
+                )
+        if self.digest != other.digest or self.inputs != other.inputs:
+            out.insert(0, f"digest or inputs differ ({mine} {self.digest}, {theirs} {other.digest})")
+        return out[:limit] + ([f"... and {len(out) - limit} more"] if len(out) > limit else [])
+
+
+def _content_key(m: Manifest) -> tuple[Any, ...]:
+    return (m.digest, m.inputs, sorted((f.path, f.size, f.sha256) for f in m.files))
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    """What `compile` built, recorded next to its output: `publish` turns it into the manifest."""
+
+    profile: str
+    digest: str
+    inputs: dict[str, Any]
+    builder: dict[str, str]
+    created_at: str
+    neuron_config: dict[str, Any]  # the NxDI keyword arguments used ({"target": {...}, "draft": {...} | None})
+    schema: int = MANIFEST_SCHEMA
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> BuildRecord:
+        data = json.loads(text)
+        if data.get("schema") != MANIFEST_SCHEMA:
+            raise ValueError(f"build record schema {data.get('schema')!r} is not {MANIFEST_SCHEMA}; recompile")
+        return cls(**data)
+
+
+def mismatches(manifest: Manifest, expected_digest: str, expected_inputs: dict[str, Any]) -> list[str]:
+    """Every way the manifest disagrees with the profile the server is about to run, as sentences."""
+    problems: list[str] = []
+    if manifest.digest != expected_digest:
+        problems.append(f"digest: manifest has {manifest.digest}, profile needs {expected_digest}")
+    for key in sorted(set(expected_inputs) | set(manifest.inputs)):
+        want, have = expected_inputs.get(key), manifest.inputs.get(key)
+        if want != have:
+            problems.append(f"{key}: artifact was built with {json.dumps(have)}, profile needs {json.dumps(want)}")
+    return problems
+
+
+def file_problems(root: Path, files: list[ManifestFile], *, deep: bool = False) -> list[str]:
+    """Local copies (a mount or a directory) checked against a file list: sizes always, sha256 if deep."""
+    problems: list[str] = []
+    for f in files:
+        path = root / f.path
+        try:
+            size = path.stat().st_size
+        except OSError:
+            problems.append(f"{f.path}: missing from {root}")
+            continue
+        if size != f.size:
+            problems.append(f"{f.path}: {size} bytes on disk, manifest says {f.size} (truncated or replaced)")
+        elif deep and (actual := sha256_file(path)) != f.sha256:
+            problems.append(f"{f.path}: sha256 is {actual}, manifest says {f.sha256} (corrupted or replaced)")
+    return problems
+
+
+def sha256_file(path: Path, chunk: int = 8 << 20) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()

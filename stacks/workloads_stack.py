@@ -1,0 +1,121 @@
+"""Workloads: the serving chart applied through the cluster's kubectl provider, plus each service's IAM role."""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, Stack
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from charts import render_serving
+from charts.model_build_job import build_service_account
+from charts.vllm_service import service_account_name
+from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
+from model_build.digest import artifact_prefix, checkpoint_prefix, profile_digest
+from stacks.cluster_stack import ClusterStack
+from stacks.constructs.pod_identity_role import PodIdentityRole
+from stacks.nag import acknowledge
+
+
+def checkpoint_prefixes(config: DeploymentConfig, profile: ServingProfile) -> list[str]:
+    keys = [profile.target]
+    if isinstance(profile.decoding, DraftSpeculation):
+        keys.append(profile.decoding.draft)
+    return [checkpoint_prefix(config.models[k].hf_id, config.models[k].revision) for k in keys]
+
+
+def serving_read_prefixes(config: DeploymentConfig, profile: ServingProfile) -> list[str]:
+    """The only bucket prefixes a service may read: its own artifact and the checkpoints it loads."""
+    return [artifact_prefix(profile_digest(config, profile)), *checkpoint_prefixes(config, profile)]
+
+
+class WorkloadsStack(Stack):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: DeploymentConfig, cluster_stack: ClusterStack, **kwargs
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        cluster = cluster_stack.cluster
+        bucket_name = config.models_bucket_name(Aws.ACCOUNT_ID)
+        bucket = s3.Bucket.from_bucket_name(self, "ModelsBucket", bucket_name)
+
+        nag_bucket = config.models_bucket_name("<AWS::AccountId>")
+        self.serving_roles: dict[str, iam.Role] = {}
+        self.build_roles: dict[str, iam.Role] = {}
+        for profile in config.profiles:
+            self.build_roles[profile.name] = self._build_role(config, profile, cluster, bucket, nag_bucket)
+            identity = PodIdentityRole(
+                self,
+                f"{profile.name}-identity",
+                cluster=cluster,
+                namespace=config.namespace,
+                service_account=service_account_name(profile),
+                description=f"vLLM {profile.name}: read its own artifact and checkpoints from the models bucket",
+            )
+            prefixes = serving_read_prefixes(config, profile)
+            # Mountpoint lists directories on the way down; listing reveals key names, never content.
+            identity.role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+            identity.role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes]
+                )
+            )
+            acknowledge(
+                identity.role,
+                "IAM5",
+                "GetObject is limited to this service's own content-addressed artifact prefix and the checkpoint "
+                "prefixes of the models it loads; object ARNs under a prefix need a trailing wildcard.",
+                tuple(f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{p}*]" for p in prefixes),
+            )
+            self.serving_roles[profile.name] = identity.role
+
+        self.manifest = eks.KubernetesManifest(
+            self,
+            "Serving",
+            cluster=cluster,
+            manifest=render_serving(config, bucket_name),
+            overwrite=True,
+        )
+        # DRA claims need the driver's DeviceClass; the S3 volumes need the CSI driver and Pod Identity agent.
+        self.manifest.node.add_dependency(cluster_stack.neuron_dra)
+        for addon in ("aws-mountpoint-s3-csi-driver", "eks-pod-identity-agent"):
+            self.manifest.node.add_dependency(cluster_stack.addons[addon])
+
+    def _build_role(
+        self,
+        config: DeploymentConfig,
+        profile: ServingProfile,
+        cluster: eks.ICluster,
+        bucket: s3.IBucket,
+        nag_bucket: str,
+    ) -> iam.Role:
+        """The model-build Job reads the checkpoints it compiles and writes only its own artifact prefix."""
+        identity = PodIdentityRole(
+            self,
+            f"{profile.name}-build-identity",
+            cluster=cluster,
+            namespace=config.namespace,
+            service_account=build_service_account(profile),
+            description=f"model build {profile.name}: read checkpoints, write artifacts/<digest>/ only",
+        )
+        artifact = artifact_prefix(profile_digest(config, profile))
+        reads = checkpoint_prefixes(config, profile)
+        role = identity.role
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}*") for p in reads])
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                resources=[bucket.arn_for_objects(f"{artifact}*")],
+            )
+        )
+        acknowledge(
+            role,
+            "IAM5",
+            "The build reads only the checkpoint prefixes of the models it compiles and writes only its own "
+            "content-addressed artifact prefix; object ARNs under a prefix need a trailing wildcard.",
+            tuple(f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{p}*]" for p in [artifact, *reads]),
+        )
+        return role

@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from charts import render_serving
+from config import DeploymentConfig
+
+TEST_BUCKET = "trn-specdec-models-000000000000-us-east-2"
+
+
+@pytest.fixture(scope="session")
+def serving_objects(default_config: DeploymentConfig) -> list[dict[str, Any]]:
+    return render_serving(default_config, TEST_BUCKET)
+
+
+def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}

@@ -1,0 +1,193 @@
+"""The vLLM services: valid Kubernetes objects, identical except for the decoding method, placed on Trainium2."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from charts import render_serving
+from charts.neuron_claim import node_share
+from charts.vllm_args import artifact_dir
+from config import parse_config
+from model_build.digest import profile_digest
+from tests.charts.conftest import TEST_BUCKET, of_kind
+from tests.conftest import default_config_dict
+
+
+def k8s_version(config) -> str:
+    return f"{config.kubernetes_version}.0"
+
+
+def test_every_object_validates_against_the_clusters_kubernetes_schemas(serving_objects, default_config):
+    assert {o["kind"] for o in serving_objects} >= {
+        "Namespace",
+        "ConfigMap",
+        "ResourceClaimTemplate",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "ServiceAccount",
+        "Deployment",
+        "Service",
+    }
+    for obj in serving_objects:
+        kubernetes_validate.validate(obj, k8s_version(default_config), strict=True)
+
+
+def test_schema_validation_rejects_a_misspelt_field(serving_objects, default_config):
+    """Guard that the validator is really strict: an unknown field in a DRA object must fail."""
+    claim = copy.deepcopy(next(o for o in serving_objects if o["kind"] == "ResourceClaimTemplate"))
+    claim["spec"]["spec"]["devices"]["requests"][0]["exactly"]["cout"] = 8
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(claim, k8s_version(default_config), strict=True)
+
+
+def test_namespace_comes_first_so_kubectl_can_apply_in_order(serving_objects, default_config):
+    assert serving_objects[0]["kind"] == "Namespace"
+    namespaced = [o for o in serving_objects if o["kind"] not in {"Namespace", "PersistentVolume"}]
+    assert {o["metadata"]["namespace"] for o in namespaced} == {default_config.namespace}
+
+
+def _decoding_free(deployment: dict[str, Any], profile_name: str, digest: str) -> dict[str, Any]:
+    """The deployment with exactly the decoding-method fields removed and profile-derived names neutralised."""
+    d = copy.deepcopy(deployment)
+    pod = d["spec"]["template"]["spec"]
+    (vllm,) = pod["containers"]
+    args = vllm["args"]
+    if "--speculative-config" in args:
+        i = args.index("--speculative-config")
+        del args[i : i + 2]
+    i = args.index("--override-neuron-config")
+    overrides = json.loads(args[i + 1])
+    overrides.pop("enable_fused_speculation", None)
+    args[i + 1] = json.dumps(overrides, sort_keys=True)
+    (init,) = pod["initContainers"]
+    i = init["command"].index("--expected-json")
+    expected = json.loads(init["command"][i + 1])
+    for key in ("decoding", "draft", "num_speculative_tokens"):
+        expected["inputs"].pop(key)
+    init["command"][i + 1] = json.dumps(expected, sort_keys=True)
+    for labels in (d["metadata"]["labels"], d["spec"]["template"]["metadata"]["labels"]):
+        labels.pop("trn-specdec/decoding")
+    text = json.dumps(d, sort_keys=True).replace(digest, "<digest>").replace(profile_name, "<profile>")
+    return json.loads(text)
+
+
+def test_baseline_and_speculative_deployments_differ_only_in_decoding(serving_objects, default_config):
+    deployments = of_kind(serving_objects, "Deployment")
+    base, spec = (default_config.profile(n) for n in ("baseline", "speculative"))
+    a = _decoding_free(deployments["baseline"], "baseline", profile_digest(default_config, base))
+    b = _decoding_free(deployments["speculative"], "speculative", profile_digest(default_config, spec))
+    assert a == b
+
+
+def test_the_decoding_difference_is_exactly_the_speculative_flags(serving_objects):
+    deployments = of_kind(serving_objects, "Deployment")
+    base_args = deployments["baseline"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    spec_args = deployments["speculative"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--speculative-config" not in base_args
+    spec = json.loads(spec_args[spec_args.index("--speculative-config") + 1])
+    assert spec["num_speculative_tokens"] == 7 and spec["model"].startswith("/models/checkpoints/Qwen/Qwen3-1.7B/")
+    assert json.loads(spec_args[spec_args.index("--override-neuron-config") + 1]) == {
+        "enable_fused_speculation": True,
+        "save_sharded_checkpoint": True,
+    }
+    assert json.loads(base_args[base_args.index("--override-neuron-config") + 1]) == {"save_sharded_checkpoint": True}
+
+
+def test_tp_equals_claimed_devices_times_logical_cores(serving_objects, default_config):
+    claims = of_kind(serving_objects, "ResourceClaimTemplate")
+    deployments = of_kind(serving_objects, "Deployment")
+    per_device = default_config.trn2_nodes.instance.physical_cores_per_device
+    for p in default_config.profiles:
+        devices = claims[f"{p.name}-neuron"]["spec"]["spec"]["devices"]
+        (request,) = devices["requests"]
+        lnc = devices["config"][0]["opaque"]["parameters"]["logicalNeuronCore"]
+        args = deployments[p.name]["spec"]["template"]["spec"]["containers"][0]["args"]
+        tp = int(args[args.index("--tensor-parallel-size") + 1])
+        assert tp == request["exactly"]["count"] * per_device // lnc
+        env = {e["name"]: e["value"] for e in deployments[p.name]["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["NEURON_RT_VIRTUAL_CORE_SIZE"] == str(lnc)
+        assert devices["constraints"] == [
+            {"requests": ["neurons"], "matchAttribute": f"resource.aws.com/devicegroup{request['exactly']['count']}_id"}
+        ]
+
+
+def test_pods_tolerate_the_taint_the_stack_sets_and_select_trn2_nodes(serving_objects, synth):
+    groups = synth.resources("Cluster", "AWS::EKS::Nodegroup").values()
+    (trn2,) = [g["Properties"] for g in groups if g["Properties"]["AmiType"] == "AL2023_x86_64_NEURON"]
+    (taint,) = trn2["Taints"]
+    for d in of_kind(serving_objects, "Deployment").values():
+        pod = d["spec"]["template"]["spec"]
+        assert {
+            "key": taint["Key"],
+            "operator": "Equal",
+            "value": taint["Value"],
+            "effect": "NoSchedule",
+        } in pod["tolerations"]
+        assert taint["Effect"] == "NO_SCHEDULE"
+        assert pod["nodeSelector"].items() <= trn2["Labels"].items()
+
+
+def test_no_service_is_exposed_outside_the_cluster(serving_objects):
+    services = of_kind(serving_objects, "Service")
+    assert services and all(s["spec"]["type"] == "ClusterIP" for s in services.values())
+
+
+def test_two_services_fit_on_one_trn2_48xlarge(serving_objects, default_config):
+    inst = default_config.trn2_nodes.instance
+    cpu = mem = devices = 0
+    for d in of_kind(serving_objects, "Deployment").values():
+        res = d["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+        cpu += float(res["cpu"])
+        mem += int(res["memory"].removesuffix("Gi"))
+    claims = of_kind(serving_objects, "ResourceClaimTemplate")
+    for d in of_kind(serving_objects, "Deployment").values():
+        (ref,) = d["spec"]["template"]["spec"]["resourceClaims"]
+        devices += claims[ref["resourceClaimTemplateName"]]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"]
+    assert devices <= inst.devices and cpu < inst.vcpus and mem < inst.memory_gib
+    assert node_share(inst, 8) == (86, 819)
+
+
+def test_artifact_path_and_init_check_agree_on_the_digest(serving_objects, default_config):
+    for p in default_config.profiles:
+        d = of_kind(serving_objects, "Deployment")[p.name]
+        pod = d["spec"]["template"]["spec"]
+        env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+        digest = profile_digest(default_config, p)
+        assert env["NEURON_COMPILED_ARTIFACTS"] == artifact_dir(default_config, p) == f"/models/artifacts/{digest}"
+        cmd = pod["initContainers"][0]["command"]
+        assert cmd[cmd.index("--dir") + 1] == env["NEURON_COMPILED_ARTIFACTS"]
+        assert json.loads(cmd[cmd.index("--expected-json") + 1])["digest"] == digest
+        assert pod["initContainers"][0]["image"] == pod["containers"][0]["image"]
+
+
+def test_models_volume_is_read_only_with_pod_credentials(serving_objects):
+    for pv in of_kind(serving_objects, "PersistentVolume").values():
+        assert pv["spec"]["accessModes"] == ["ReadOnlyMany"] and pv["spec"]["csi"]["readOnly"] is True
+        assert "read-only" in pv["spec"]["mountOptions"]
+        attrs = pv["spec"]["csi"]["volumeAttributes"]
+        assert attrs["bucketName"] == TEST_BUCKET and attrs["authenticationSource"] == "pod"
+        # serving volumes cache on local disk; the build reads each checkpoint byte once and caches nothing
+        assert ("cache" in attrs) == ("-build-" not in pv["metadata"]["name"])
+    for d in of_kind(serving_objects, "Deployment").values():
+        for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"]["initContainers"]:
+            models = [m for m in c["volumeMounts"] if m["name"] == "models"]
+            assert models and all(m["readOnly"] for m in models)
+
+
+def test_a_third_profile_adds_a_third_service_without_code_changes():
+    data = default_config_dict()
+    data["trn2_nodes"].update(min_size=2, desired_size=2, max_size=2)
+    data["profiles"].append(
+        {"name": "spec-k5", "decoding": {"method": "fused-draft", "draft": "qwen3-0-6b", "num_speculative_tokens": 5}}
+    )
+    config = parse_config(data)
+    objects = render_serving(config, TEST_BUCKET)
+    assert set(of_kind(objects, "Deployment")) == {"baseline", "speculative", "spec-k5"}
+    assert set(of_kind(objects, "Service")) == {"baseline", "speculative", "spec-k5"}
+    digests = {profile_digest(config, p) for p in config.profiles}
+    assert len(digests) == 3

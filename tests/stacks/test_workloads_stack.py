@@ -1,0 +1,84 @@
+"""Workloads stack: the serving chart goes through the cluster's kubectl provider, after DRA and the CSI driver,
+and each service's role reads only its own prefixes."""
+
+from __future__ import annotations
+
+import json
+
+from model_build.digest import profile_digest
+
+
+def test_serving_manifest_is_applied_through_the_kubectl_provider(synth):
+    manifests = synth.resources("Workloads", "Custom::AWSCDK-EKS-KubernetesResource")
+    (manifest,) = manifests.values()
+    body = manifest["Properties"]["Manifest"]
+    text = json.dumps(body)
+    for profile in synth.config.profiles:
+        assert f'\\"name\\":\\"{profile.name}\\"' in text
+    assert manifest["Properties"]["Overwrite"] is True
+
+
+def test_workloads_deploy_after_the_cluster_stack(synth):
+    manifest = json.loads((synth.outdir / "manifest.json").read_text())
+    deps = manifest["artifacts"]["TrnSpecdec-Workloads"]["dependencies"]
+    assert "TrnSpecdec-Cluster" in deps
+
+
+def test_dra_driver_and_csi_addon_come_before_the_services(synth):
+    """Cross-stack dependencies become stack ordering; inside the cluster stack both exist before it completes."""
+    cluster = synth.template("Cluster")["Resources"]
+    assert any(r["Type"] == "Custom::AWSCDK-EKS-HelmChart" for r in cluster.values())
+    assert any(
+        r["Properties"].get("AddonName") == "aws-mountpoint-s3-csi-driver"
+        for r in cluster.values()
+        if r["Type"] == "AWS::EKS::Addon"
+    )
+
+
+def _actions(statement: dict) -> list[str]:
+    return [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
+
+
+def _policies_by_service_account(synth) -> dict[str, list[dict]]:
+    template = synth.template("Workloads")
+    assocs = synth.resources("Workloads", "AWS::EKS::PodIdentityAssociation").values()
+    out = {}
+    for assoc in (a["Properties"] for a in assocs):
+        assert assoc["Namespace"] == synth.config.namespace
+        role_id = assoc["RoleArn"]["Fn::GetAtt"][0]
+        out[assoc["ServiceAccount"]] = [
+            s
+            for r in template["Resources"].values()
+            if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
+            for s in r["Properties"]["PolicyDocument"]["Statement"]
+        ]
+    return out
+
+
+def test_every_service_and_build_account_has_a_role(synth):
+    names = {p.name for p in synth.config.profiles}
+    assert set(_policies_by_service_account(synth)) == {f"{n}-vllm" for n in names} | {f"{n}-build" for n in names}
+
+
+def test_each_service_role_reads_only_its_artifact_and_checkpoints(synth):
+    policies = _policies_by_service_account(synth)
+    for profile in synth.config.profiles:
+        statements = policies[f"{profile.name}-vllm"]
+        assert not [s for s in statements if any(a.startswith("s3:Put") for a in _actions(s))]
+        (get,) = [s for s in statements if _actions(s) == ["s3:GetObject"]]
+        resources = json.dumps(get["Resource"])
+        assert f"artifacts/{profile_digest(synth.config, profile)}/*" in resources
+        assert "Qwen/Qwen3-32B/" in resources
+        assert ("Qwen/Qwen3-1.7B/" in resources) == (profile.decoding.method != "none")
+        others = [profile_digest(synth.config, p) for p in synth.config.profiles if p is not profile]
+        assert not any(d in resources for d in others)
+
+
+def test_each_build_role_writes_only_its_own_artifact_prefix(synth):
+    policies = _policies_by_service_account(synth)
+    for profile in synth.config.profiles:
+        writes = [s for s in policies[f"{profile.name}-build"] if "s3:PutObject" in _actions(s)]
+        (write,) = writes
+        resources = json.dumps(write["Resource"])
+        assert f"artifacts/{profile_digest(synth.config, profile)}/*" in resources
+        assert "checkpoints/" not in resources and resources.count("artifacts/") == 1
