@@ -15,7 +15,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: setup synth test lint format deploy build destroy sweep-dry-run clean
+.PHONY: setup synth test lint format deploy build bench destroy sweep-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -53,6 +53,10 @@ deploy: setup
 build: setup
 	@test -n "$(PROFILE)" || { echo "usage: make build PROFILE=<a profile name from $(CONFIG)>"; exit 2; }
 	$(BIN)/python -m charts.build $(PROFILE) --apply --config $(CONFIG)
+
+# Benchmark every service side by side in the cluster: make bench [BENCH_ARGS="--requests 16"]
+bench: setup
+	$(BIN)/python -m charts.bench --apply --config $(CONFIG) -- $(BENCH_ARGS)
 
 destroy: setup
 	$(CDK) destroy --all --force $(CDK_FLAGS)

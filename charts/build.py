@@ -43,7 +43,7 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
     account = boto3.client("sts").get_caller_identity()["Account"]
     bucket = config.models_bucket_name(account)
     cli = [sys.executable, "-m", "model_build", *(["--config", config_path] if config_path else [])]
-    if subprocess.run([*cli, "verify", profile_name, "--bucket", bucket]).returncode == 0:
+    if subprocess.run([*cli, "--bucket", bucket, "verify", profile_name]).returncode == 0:
         print(f"{profile_name}: artifact already published and verified; nothing to build")
         return 0
     objects = render_build_job(config_path, profile_name, account)

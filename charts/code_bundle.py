@@ -9,11 +9,16 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import yaml
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
+from config.schema import DeploymentConfig
+
 ROOT = Path(__file__).resolve().parents[1]
 CODE_PATH = "/opt/trn-specdec"
+CONFIG_PATH = "/etc/trn-specdec"  # config.yaml: the effective deployment config, for jobs that read it
+CONFIG_CONFIG_MAP = "trn-specdec-config"
 CONFIGMAP_LIMIT = 1_000_000  # bytes; Kubernetes rejects larger ConfigMaps
 
 
@@ -35,6 +40,23 @@ class CodeBundle(Construct):
 
     def volume(self, volume_name: str = "code") -> k8s.Volume:
         return code_volume(self.name, self.files, volume_name)
+
+
+class ConfigFile(Construct):
+    """The effective config as config.yaml, so jobs in the cluster read the same values as `cdk deploy`."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig) -> None:
+        super().__init__(scope, construct_id)
+        self.config_map = k8s.KubeConfigMap(
+            self,
+            "ConfigMap",
+            metadata=k8s.ObjectMeta(name=CONFIG_CONFIG_MAP),
+            data={"config.yaml": yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)},
+        )
+
+    @staticmethod
+    def volume(volume_name: str = "config") -> k8s.Volume:
+        return k8s.Volume(name=volume_name, config_map=k8s.ConfigMapVolumeSource(name=CONFIG_CONFIG_MAP))
 
 
 def code_volume(config_map: str, files: list[str], volume_name: str = "code") -> k8s.Volume:

@@ -6,19 +6,16 @@ its Deployment to zero, applies the Job, follows its log and scales the Deployme
 
 from __future__ import annotations
 
-import yaml
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.code_bundle import CODE_PATH, CodeBundle, code_volume, python_files
+from charts.code_bundle import CODE_PATH, CONFIG_PATH, CodeBundle, ConfigFile, code_volume, python_files
 from charts.models_volume import MOUNT_PATH, ModelsVolume
 from charts.neuron_claim import CLAIM_NAME, NeuronClaimTemplate, node_share
 from config.schema import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL, DeploymentConfig, ServingProfile
 from model_build.digest import profile_digest
 
-CONFIG_PATH = "/etc/trn-specdec"
 BUILD_CODE_CONFIG_MAP = "trn-specdec-build-code"
-BUILD_CONFIG_CONFIG_MAP = "trn-specdec-config"
 SCRATCH_PATH = "/scratch"
 SCRATCH_GIB = 400  # Qwen3-32B artifacts are tens of GB; neuronx-cc work files need more
 BUILD_DEADLINE_HOURS = 6
@@ -48,32 +45,26 @@ def build_job_name(config: DeploymentConfig, profile: ServingProfile) -> str:
 
 def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name: str) -> str:
     out = f"{SCRATCH_PATH}/artifact"
-    cli = f"python3 -m model_build --config {CONFIG_PATH}/config.yaml"
+    cli = f"python3 -m model_build --config {CONFIG_PATH}/config.yaml --bucket {bucket_name} --models-root {MOUNT_PATH}"
     return "\n".join(
         [
             "set -euo pipefail",
             f'python3 -c "import boto3" 2>/dev/null || pip install --quiet --no-cache-dir {BOTO3_PIN}',
             f"{cli} plan {profile.name}",
-            f"{cli} compile {profile.name} --out {out} --checkpoints-dir {MOUNT_PATH}",
-            f"{cli} publish {profile.name} --from {out} --bucket {bucket_name}",
-            f"{cli} verify {profile.name} --bucket {bucket_name}",
+            f"{cli} compile {profile.name} --out {out}",
+            f"{cli} publish {profile.name} --from {out}",
+            f"{cli} verify {profile.name}",
         ]
     )
 
 
 class ModelBuildSupport(Construct):
-    """What a build Job needs that `cdk deploy` applies once: config, code, and per profile a service
-    account (its Pod Identity role writes only artifacts/<digest>/), a claim template and a volume."""
+    """What a build Job needs that `cdk deploy` applies once: the code, and per profile a service account
+    (its Pod Identity role writes only artifacts/<digest>/), a claim template and a volume."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, bucket_name: str) -> None:
         super().__init__(scope, construct_id)
         self.code = CodeBundle(self, "Code", name=BUILD_CODE_CONFIG_MAP, files=build_code_files())
-        self.config_map = k8s.KubeConfigMap(
-            self,
-            "Config",
-            metadata=k8s.ObjectMeta(name=BUILD_CONFIG_CONFIG_MAP),
-            data={"config.yaml": yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)},
-        )
         for profile in config.profiles:
             k8s.KubeServiceAccount(
                 self,
@@ -179,9 +170,7 @@ class ModelBuildJob(Construct):
                             ),
                             k8s.Volume(name="scratch", empty_dir=k8s.EmptyDirVolumeSource(size_limit=_gi(SCRATCH_GIB))),
                             code_volume(BUILD_CODE_CONFIG_MAP, build_code_files()),
-                            k8s.Volume(
-                                name="config", config_map=k8s.ConfigMapVolumeSource(name=BUILD_CONFIG_CONFIG_MAP)
-                            ),
+                            ConfigFile.volume(),
                         ],
                     ),
                 ),

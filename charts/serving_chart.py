@@ -1,4 +1,5 @@
-"""The serving chart: namespace, shipped code and one VllmService per configured profile."""
+"""The chart `cdk deploy` applies: namespace, shipped code and config, one VllmService per profile, and the
+static parts of the model-build and benchmark Jobs."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.code_bundle import CodeBundle
+from charts.bench_job import BenchmarkSupport
+from charts.code_bundle import CodeBundle, ConfigFile
 from charts.model_build_job import ModelBuildSupport
 from charts.vllm_service import VllmService
 from config.schema import DeploymentConfig
@@ -30,6 +32,8 @@ class ServingChart(cdk8s.Chart):
             p.name: VllmService(self, p.name, config=config, profile=p, bucket_name=bucket_name, code=self.code)
             for p in config.profiles
         }
+        self.config_file = ConfigFile(self, "Config", config=config)
         self.build_support = ModelBuildSupport(self, "Build", config=config, bucket_name=bucket_name)
-        for child in [*self.services.values(), self.code, self.build_support]:
+        self.bench_support = BenchmarkSupport(self, "Bench")
+        for child in [*self.services.values(), self.code, self.config_file, self.build_support, self.bench_support]:
             child.node.add_dependency(self.namespace_object)

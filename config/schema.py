@@ -464,6 +464,11 @@ class DeploymentConfig(_Strict):
         """Claims of more than one device match on devicegroup attributes, published only with EFA."""
         return any(p.placement.devices > 1 for p in self.profiles)
 
+    @property
+    def baseline_profile(self) -> ServingProfile:
+        """The reference every speedup is measured against: the first profile without speculation."""
+        return next((p for p in self.profiles if not p.speculative), self.profiles[0])
+
     def profile(self, name: str) -> ServingProfile:
         for p in self.profiles:
             if p.name == name:

@@ -9,6 +9,7 @@ from aws_cdk import App, Environment, Tags
 from config.schema import DeploymentConfig
 from stacks.cluster_stack import ClusterStack
 from stacks.models_stack import ModelsStack
+from stacks.observability_stack import ObservabilityStack
 from stacks.workloads_stack import WorkloadsStack
 
 
@@ -17,9 +18,10 @@ class Stacks:
     models: ModelsStack
     cluster: ClusterStack
     workloads: WorkloadsStack
+    observability: ObservabilityStack
 
     def all(self) -> list:
-        return [self.models, self.cluster, self.workloads]
+        return [self.models, self.cluster, self.workloads, self.observability]
 
 
 def add_stacks(app: App, config: DeploymentConfig) -> Stacks:
@@ -43,7 +45,10 @@ def add_stacks(app: App, config: DeploymentConfig) -> Stacks:
         env=env,
         description="trn-specdec vLLM services (baseline and speculative) and their IAM roles",
     )
-    stacks = Stacks(models=models, cluster=cluster, workloads=workloads)
+    observability = ObservabilityStack(
+        app, f"{prefix}-Observability", config=config, env=env, description="trn-specdec benchmark dashboard"
+    )
+    stacks = Stacks(models=models, cluster=cluster, workloads=workloads, observability=observability)
     for stack in stacks.all():
         for key, value in config.tags.items():
             Tags.of(stack).add(key, value)

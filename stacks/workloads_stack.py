@@ -9,6 +9,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from charts import render_serving
+from charts.bench_job import BENCH_SERVICE_ACCOUNT
 from charts.model_build_job import build_service_account
 from charts.vllm_service import service_account_name
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
@@ -69,6 +70,8 @@ class WorkloadsStack(Stack):
             )
             self.serving_roles[profile.name] = identity.role
 
+        self.bench_role = self._bench_role(config, cluster, bucket, nag_bucket)
+
         self.manifest = eks.KubernetesManifest(
             self,
             "Serving",
@@ -117,5 +120,37 @@ class WorkloadsStack(Stack):
             "The build reads only the checkpoint prefixes of the models it compiles and writes only its own "
             "content-addressed artifact prefix; object ARNs under a prefix need a trailing wildcard.",
             tuple(f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{p}*]" for p in [artifact, *reads]),
+        )
+        return role
+
+    def _bench_role(
+        self, config: DeploymentConfig, cluster: eks.ICluster, bucket: s3.IBucket, nag_bucket: str
+    ) -> iam.Role:
+        """The benchmark Job may publish metrics only in the configured namespace and write only results/."""
+        identity = PodIdentityRole(
+            self,
+            "bench-identity",
+            cluster=cluster,
+            namespace=config.namespace,
+            service_account=BENCH_SERVICE_ACCOUNT,
+            description="benchmark Job: PutMetricData in its namespace, write results/ in the models bucket",
+        )
+        role = identity.role
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],  # PutMetricData has no resource type; the namespace condition scopes it
+                conditions={"StringEquals": {"cloudwatch:namespace": config.observability.metrics_namespace}},
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects("results/*")])
+        )
+        acknowledge(
+            role,
+            "IAM5",
+            "cloudwatch:PutMetricData supports no resource ARNs (only Resource *); it is scoped by the "
+            "cloudwatch:namespace condition. s3:PutObject is limited to the results/ prefix.",
+            ("[Resource::*]", f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/results/*]"),
         )
         return role

@@ -49,8 +49,10 @@ def test_job_is_named_by_its_digest_and_bounded(jobs, default_config):
 def test_job_compiles_then_publishes_then_verifies(default_config):
     p = default_config.profile("speculative")
     script = build_script(default_config, p, "bucket").splitlines()
-    steps = [line.split()[5] for line in script if line.startswith("python3 -m model_build")]
+    commands = [line.split() for line in script if line.startswith("python3 -m model_build")]
+    steps = [next(w for w in words if w in {"plan", "compile", "publish", "verify"}) for words in commands]
     assert steps == ["plan", "compile", "publish", "verify"]
+    assert all(words[words.index(step) + 1] == "speculative" for words, step in zip(commands, steps, strict=True))
     assert script[0] == "set -euo pipefail"
 
 
@@ -78,3 +80,16 @@ def test_unknown_profile_is_a_clear_error():
 
     with pytest.raises(ConfigError, match="no profile named 'nope'"):
         render_build_job(None, "nope", "000000000000")
+
+
+def test_every_job_command_parses_with_the_model_build_cli(default_config):
+    import shlex
+
+    from model_build.cli import build_parser
+
+    parser = build_parser()
+    for p in default_config.profiles:
+        for line in build_script(default_config, p, "bucket").splitlines():
+            if line.startswith("python3 -m model_build"):
+                args = parser.parse_args(shlex.split(line)[3:])
+                assert args.profile == p.name and args.bucket == "bucket" and args.models_root == "/models"

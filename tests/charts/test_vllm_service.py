@@ -147,7 +147,9 @@ def test_two_services_fit_on_one_trn2_48xlarge(serving_objects, default_config):
     claims = of_kind(serving_objects, "ResourceClaimTemplate")
     for d in of_kind(serving_objects, "Deployment").values():
         (ref,) = d["spec"]["template"]["spec"]["resourceClaims"]
-        devices += claims[ref["resourceClaimTemplateName"]]["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"]
+        devices += claims[ref["resourceClaimTemplateName"]]["spec"]["spec"]["devices"]["requests"][0]["exactly"][
+            "count"
+        ]
     assert devices <= inst.devices and cpu < inst.vcpus and mem < inst.memory_gib
     assert node_share(inst, 8) == (86, 819)
 

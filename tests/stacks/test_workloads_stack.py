@@ -57,7 +57,8 @@ def _policies_by_service_account(synth) -> dict[str, list[dict]]:
 
 def test_every_service_and_build_account_has_a_role(synth):
     names = {p.name for p in synth.config.profiles}
-    assert set(_policies_by_service_account(synth)) == {f"{n}-vllm" for n in names} | {f"{n}-build" for n in names}
+    expected = {f"{n}-vllm" for n in names} | {f"{n}-build" for n in names} | {"bench"}
+    assert set(_policies_by_service_account(synth)) == expected
 
 
 def test_each_service_role_reads_only_its_artifact_and_checkpoints(synth):
@@ -82,3 +83,14 @@ def test_each_build_role_writes_only_its_own_artifact_prefix(synth):
         resources = json.dumps(write["Resource"])
         assert f"artifacts/{profile_digest(synth.config, profile)}/*" in resources
         assert "checkpoints/" not in resources and resources.count("artifacts/") == 1
+
+
+def test_bench_role_publishes_only_in_its_namespace_and_writes_only_results(synth):
+    statements = _policies_by_service_account(synth)["bench"]
+    (metrics,) = [s for s in statements if "cloudwatch:PutMetricData" in _actions(s)]
+    assert metrics["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": synth.config.observability.metrics_namespace}
+    }
+    (put,) = [s for s in statements if "s3:PutObject" in _actions(s)]
+    assert json.dumps(put["Resource"]).endswith('/results/*"]]}')
+    assert all(a in {"cloudwatch:PutMetricData", "s3:PutObject"} for s in statements for a in _actions(s))

@@ -1,0 +1,180 @@
+"""`python -m bench run|report|publish`: benchmark endpoints, report offline, publish to CloudWatch."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from bench.results import ResultsError, RunSettings, load_results, save_results
+
+
+def _config(path: str | None) -> object | None:
+    """The deployment config, for the metrics namespace and each profile's k. None if it cannot be loaded."""
+    from config import ConfigError, load_config
+
+    try:
+        return load_config(path)
+    except ConfigError as err:
+        if path:
+            raise
+        print(f"note: default config not loaded ({err}); continuing without it", file=sys.stderr)
+        return None
+
+
+def _k_by_profile(cfg: object | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in getattr(cfg, "profiles", []):
+        k = getattr(p.decoding, "num_speculative_tokens", None)
+        if k:
+            out[p.name] = k
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="benchmark endpoints under identical load")
+    run.add_argument("--endpoint", action="append", required=True, metavar="NAME=URL", help="repeat per variant")
+    run.add_argument("--suite", default="default", help="`default` or a YAML/JSON file of test cases")
+    load = run.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=int, help="closed loop: N requests in flight (default 4)")
+    load.add_argument("--rate", type=float, help="open loop: Poisson arrivals, requests per second")
+    run.add_argument("--requests", type=int, default=8, help="measured requests per variant and test case")
+    run.add_argument("--warmup", type=int, default=1, help="discarded requests before each measured run")
+    run.add_argument("--max-tokens", type=int, default=600, help="fixed output length (min_tokens = max_tokens)")
+    run.add_argument("--mode", choices=["interleaved", "simultaneous"], default="interleaved")
+    run.add_argument("--api", choices=["chat", "completions"], default="chat")
+    run.add_argument("--model", help="model name; default: the first one from GET /v1/models")
+    run.add_argument("--seed", type=int, default=0, help="seed of the Poisson arrival schedule")
+    run.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
+    run.add_argument("--max-duration", type=float, default=1800.0, help="no new request after this many s per run")
+    run.add_argument(
+        "--no-continuous-usage",
+        action="store_true",
+        help="do not ask vLLM for per-chunk usage (then token counts per chunk come from token_ids or text share)",
+    )
+    run.add_argument("--out", default="bench-results.json")
+    run.add_argument("--config", help="deployment config (default config/default.yaml): k per profile, namespace")
+    run.add_argument("--cloudwatch", action="store_true", help="also publish the results to CloudWatch")
+    run.add_argument("--upload", metavar="s3://BUCKET/KEY", help="also copy the results file to S3")
+
+    rep = sub.add_parser("report", help="Markdown table and PNG plots from results files")
+    rep.add_argument("results", nargs="+")
+    rep.add_argument("--out", default="bench-report", help="output folder")
+
+    pub = sub.add_parser("publish", help="publish a results file to CloudWatch (raw values, high resolution)")
+    pub.add_argument("results")
+    pub.add_argument("--config", help="deployment config (default config/default.yaml)")
+    return p
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bench.prompts import SuiteError, load_suite
+    from bench.runner import RunOptions, format_table, parse_endpoint, run_benchmark
+
+    try:
+        endpoints = [parse_endpoint(e) for e in args.endpoint]
+        cases = load_suite(args.suite)
+    except (ValueError, SuiteError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.upload and not args.upload.startswith("s3://"):
+        print(f"error: --upload {args.upload!r} is not s3://BUCKET/KEY", file=sys.stderr)
+        return 2
+    for flag, value in (("--requests", args.requests), ("--max-tokens", args.max_tokens)):
+        if value < 1:
+            print(f"error: {flag}={value} must be >= 1", file=sys.stderr)
+            return 2
+    concurrency = args.concurrency if args.rate is None else None
+    if args.rate is None and concurrency is None:
+        concurrency = 4
+    settings = RunSettings(
+        suite=args.suite,
+        api=args.api,
+        mode=args.mode,
+        concurrency=concurrency,
+        rate=args.rate,
+        requests=args.requests,
+        warmup=args.warmup,
+        max_tokens=args.max_tokens,
+        seed=args.seed,
+        continuous_usage=not args.no_continuous_usage,
+    )
+    cfg = _config(args.config)
+    options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
+    try:
+        results = asyncio.run(
+            run_benchmark(endpoints, cases, settings, options=options, k_by_variant=_k_by_profile(cfg))
+        )
+    except (ConnectionError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    out = save_results(results, args.out)
+    print(format_table(results))
+    print(f"\nresults: {out}")
+    if args.upload:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            print(f"uploaded: {upload(out, args.upload, getattr(cfg, 'region', None))}")
+        except (BotoCoreError, ClientError) as err:
+            print(f"error: upload to {args.upload} failed ({err}); the results are in {out}", file=sys.stderr)
+            return 1
+    if args.cloudwatch:
+        return _publish(results, cfg)
+    return 0
+
+
+def upload(path: Path, url: str, region: str | None) -> str:
+    """Copy a results file to s3://bucket/key, where the in-cluster Job keeps every run."""
+    bucket, _, key = url.removeprefix("s3://").partition("/")
+    if not url.startswith("s3://") or not bucket or not key:
+        raise ValueError(f"--upload {url!r} is not s3://BUCKET/KEY")
+    import boto3
+
+    boto3.client("s3", region_name=region).upload_file(
+        str(path), bucket, key, ExtraArgs={"ContentType": "application/json"}
+    )
+    return url
+
+
+def _publish(results: object, cfg: object | None) -> int:
+    from bench.cloudwatch import publish
+
+    if cfg is None:
+        print("error: publishing needs the deployment config for the metrics namespace; pass --config", file=sys.stderr)
+        return 2
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    namespace = cfg.observability.metrics_namespace  # type: ignore[attr-defined]
+    try:
+        report = publish(results, namespace=namespace, region=cfg.region)  # type: ignore[arg-type, attr-defined]
+    except (BotoCoreError, ClientError, ValueError) as err:
+        print(f"error: CloudWatch publish to {namespace} failed: {err}", file=sys.stderr)
+        return 1
+    print(f"CloudWatch {namespace}: {report.values} values in {report.datums} metric datums, {report.calls} call(s)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "report":
+            from bench.report import write_report
+
+            for path in write_report(args.results, args.out):
+                print(path)
+            return 0
+        return _publish(load_results(args.results), _config(args.config))
+    except ResultsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,356 @@
+"""Async streaming client for OpenAI-compatible servers (vLLM): completions and chat completions.
+
+Why our own: llmperf divides by chunk count with a foreign tokenizer, and per-chunk ITL is wrong when one
+chunk carries several tokens, as under speculative decoding. We ask for a fixed output length at temperature 0
+(`max_tokens` = `min_tokens`, `ignore_eos`), take token counts from the server's usage, and weight latency
+by tokens.
+
+Tokens per chunk, best source first:
+1. `usage_per_chunk`: differences of the cumulative `usage.completion_tokens` vLLM puts on every chunk when
+   asked with `stream_options.continuous_usage_stats` (we ask by default): exact.
+2. `token_ids`: `len(choices[0].token_ids)` when the server sends them: exact.
+3. `usage_text_share`: the final usage's total split over chunks in proportion to their text length (largest
+   remainder, integers): exact when tokens have similar lengths, approximate otherwise, and the total is
+   always the server's.
+4. `chunk_count`: no usage at all: one token per non-empty chunk; the record says `usage_missing`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import aiohttp
+
+from bench.results import RequestRecord, TokenSource
+
+Api = Literal["chat", "completions"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One OpenAI-compatible server and the model it serves."""
+
+    base_url: str
+    model: str
+    api: Api = "chat"
+
+    @property
+    def url(self) -> str:
+        path = "/v1/chat/completions" if self.api == "chat" else "/v1/completions"
+        return self.base_url.rstrip("/") + path
+
+
+def request_body(target: Target, prompt: str, max_tokens: int, *, continuous_usage: bool = True) -> dict[str, Any]:
+    """Greedy, fixed-length, streamed: every variant must produce the same number of tokens."""
+    options: dict[str, bool] = {"include_usage": True}
+    if continuous_usage:
+        options["continuous_usage_stats"] = True
+    body: dict[str, Any] = {
+        "model": target.model,
+        "max_tokens": max_tokens,
+        "min_tokens": max_tokens,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": options,
+    }
+    if target.api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    return body
+
+
+@dataclass
+class _Chunk:
+    """One streamed event that may carry tokens."""
+
+    t: float
+    text_len: int
+    ids: int | None
+    usage_delta: int | None
+
+
+def _choice_text(choice: dict[str, Any]) -> str:
+    if "text" in choice:
+        return choice.get("text") or ""
+    delta = choice.get("delta") or {}
+    return (delta.get("content") or "") + (delta.get("reasoning_content") or "")
+
+
+async def _mark_sent(_: aiohttp.ClientSession, ctx: Any, __: Any) -> None:
+    sent = ctx.trace_request_ctx
+    if isinstance(sent, dict) and "t" not in sent:
+        sent["t"] = time.perf_counter()
+
+
+def make_session(limit: int = 0) -> aiohttp.ClientSession:
+    """A session that timestamps the moment each request body is handed to the socket (see stream_one)."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_chunk_sent.append(_mark_sent)
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), trace_configs=[trace], trust_env=False)
+
+
+async def stream_one(
+    session: aiohttp.ClientSession,
+    target: Target,
+    prompt: str,
+    max_tokens: int,
+    *,
+    run_start: float,
+    continuous_usage: bool = True,
+    timeout_s: float = 600.0,
+) -> RequestRecord:
+    """Send one streaming request and time every token-carrying chunk (perf_counter on line arrival).
+
+    Latency counts from when the request was written to the socket (sessions from `make_session`), not from
+    when this coroutine started: at a burst of 64 streams, building and queueing requests in this one Python
+    process takes milliseconds that the server never saw. That client-side wait, including connection set-up,
+    is kept as `send_delay_s`."""
+    body = request_body(target, prompt, max_tokens, continuous_usage=continuous_usage)
+    queued = time.perf_counter()
+    sent: dict[str, float] = {}
+    chunks: list[_Chunk] = []
+    final_usage: dict[str, Any] | None = None
+    last_cumulative = 0
+    error: str | None = None
+    try:
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        async with session.post(target.url, json=body, timeout=timeout, trace_request_ctx=sent) as resp:
+            if resp.status != 200:
+                error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
+            else:
+                async for raw in resp.content:
+                    now = time.perf_counter()
+                    line = raw.strip()
+                    if not line.startswith(b"data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        break
+                    event = json.loads(data)
+                    if "error" in event:
+                        error = f"server error in stream: {json.dumps(event['error'])[:300]}"
+                        break
+                    usage = event.get("usage")
+                    choices = event.get("choices") or []
+                    if usage:
+                        final_usage = usage
+                    if not choices:
+                        continue
+                    delta = None
+                    if usage and usage.get("completion_tokens") is not None:
+                        delta = int(usage["completion_tokens"]) - last_cumulative
+                        last_cumulative = int(usage["completion_tokens"])
+                    text = _choice_text(choices[0])
+                    ids = choices[0].get("token_ids")
+                    if text or ids or (delta or 0) > 0:
+                        chunks.append(_Chunk(now, len(text), len(ids) if ids is not None else None, delta))
+    except (aiohttp.ClientError, TimeoutError, ValueError) as err:
+        error = f"{type(err).__name__}: {err}"[:300]
+    t0 = sent.get("t", queued)
+    failed = RequestRecord(
+        start_s=round(t0 - run_start, 6),
+        send_delay_s=round(t0 - queued, 6),
+        e2e_s=round(time.perf_counter() - t0, 6),
+        error=error or "stream ended without any token",
+    )
+    if error is not None or not chunks:
+        return failed
+    tokens, source = _tokens_per_chunk(chunks, final_usage)
+    kept = [(c.t - t0, n) for c, n in zip(chunks, tokens, strict=True) if n > 0]
+    if not kept:
+        return failed.model_copy(update={"error": "usage reports zero output tokens"})
+    total = final_usage.get("completion_tokens") if final_usage else None
+    return failed.model_copy(
+        update={
+            "error": None,
+            "ttft_s": round(kept[0][0], 6),
+            "output_tokens": int(total) if total is not None else sum(n for _, n in kept),
+            "usage_missing": total is None,
+            "token_source": source,
+            "chunk_times_s": [round(t, 6) for t, _ in kept],
+            "chunk_tokens": [n for _, n in kept],
+        }
+    )
+
+
+def _tokens_per_chunk(chunks: list[_Chunk], final_usage: dict[str, Any] | None) -> tuple[list[int], TokenSource]:
+    if all(c.usage_delta is not None for c in chunks):
+        return [max(c.usage_delta or 0, 0) for c in chunks], "usage_per_chunk"
+    if all(c.ids is not None for c in chunks):
+        return [c.ids or 0 for c in chunks], "token_ids"
+    if final_usage and final_usage.get("completion_tokens") is not None:
+        return share_by_text(int(final_usage["completion_tokens"]), [c.text_len for c in chunks]), "usage_text_share"
+    return [c.ids if c.ids is not None else 1 for c in chunks], "chunk_count"
+
+
+def share_by_text(total: int, text_lengths: list[int]) -> list[int]:
+    """Split `total` tokens over chunks in proportion to text length (largest remainder), sum exactly `total`,
+    and give every chunk at least one token when there are enough, since a chunk with text carried a token."""
+    n = len(text_lengths)
+    if n == 0 or total <= 0:
+        return [0] * n
+    weights = [max(x, 0) for x in text_lengths]
+    whole = sum(weights)
+    if whole == 0:
+        weights, whole = [1] * n, n
+    quotas = [total * w / whole for w in weights]
+    shares = [int(q) for q in quotas]
+    order = sorted(range(n), key=lambda i: quotas[i] - shares[i], reverse=True)
+    for i in order[: total - sum(shares)]:
+        shares[i] += 1
+    if total >= n:
+        for i in range(n):
+            while shares[i] == 0:
+                donor = max(range(n), key=lambda j: shares[j])
+                shares[donor] -= 1
+                shares[i] += 1
+    return shares
+
+
+@dataclass
+class LoadResult:
+    records: list[RequestRecord]
+    started_at: datetime
+    duration_s: float
+    perf_start: float  # time.perf_counter() at the start; each record's start_s counts from it
+
+
+def _check_load(requests: int, concurrency: int | None, rate: float | None) -> None:
+    if (concurrency is None) == (rate is None):
+        raise ValueError("give exactly one of concurrency (closed loop) or rate (Poisson arrivals)")
+    if concurrency is not None and concurrency < 1:
+        raise ValueError(f"concurrency={concurrency} must be >= 1")
+    if rate is not None and not rate > 0:
+        raise ValueError(f"rate={rate} requests/s must be > 0")
+    if requests < 0:
+        raise ValueError(f"requests={requests} must be >= 0")
+
+
+@dataclass(frozen=True)
+class _Sender:
+    """What every request of one load shares."""
+
+    session: aiohttp.ClientSession
+    target: Target
+    prompt: str
+    max_tokens: int
+    timeout_s: float
+    continuous_usage: bool
+
+    def send(self, run_start: float) -> Awaitable[RequestRecord]:
+        return stream_one(
+            self.session,
+            self.target,
+            self.prompt,
+            self.max_tokens,
+            run_start=run_start,
+            continuous_usage=self.continuous_usage,
+            timeout_s=self.timeout_s,
+        )
+
+
+async def run_load(
+    target: Target,
+    prompt: str,
+    *,
+    requests: int,
+    max_tokens: int,
+    concurrency: int | None = None,
+    rate: float | None = None,
+    warmup: int = 0,
+    seed: int = 0,
+    request_timeout_s: float = 600.0,
+    max_duration_s: float | None = None,
+    continuous_usage: bool = True,
+    session: aiohttp.ClientSession | None = None,
+) -> LoadResult:
+    """Send `warmup` requests (discarded), then `requests` measured ones, either by `concurrency` workers
+    back to back or at Poisson arrivals of `rate` per second (seeded, so every variant gets the same schedule).
+    No new request starts after `max_duration_s`; each request ends by `request_timeout_s`."""
+    _check_load(requests, concurrency, rate)
+    own = session is None
+    if session is None:
+        session = make_session(limit=concurrency or 0)
+    sender = _Sender(session, target, prompt, max_tokens, request_timeout_s, continuous_usage)
+    try:
+        if warmup > 0:
+            await _closed_loop(sender, warmup, concurrency or warmup, time.perf_counter(), None)
+        started_at = datetime.now(UTC)
+        t0 = time.perf_counter()
+        deadline = t0 + max_duration_s if max_duration_s is not None else None
+        if rate is not None:
+            records = await _open_loop(sender, requests, rate, seed, t0, deadline)
+        else:
+            records = await _closed_loop(sender, requests, concurrency or 1, t0, deadline)
+        return LoadResult(records=records, started_at=started_at, duration_s=time.perf_counter() - t0, perf_start=t0)
+    finally:
+        if own:
+            await session.close()
+
+
+async def _closed_loop(
+    sender: _Sender, n: int, workers: int, run_start: float, deadline: float | None
+) -> list[RequestRecord]:
+    records: list[RequestRecord | None] = [None] * n
+    next_index = 0
+
+    async def worker() -> None:
+        nonlocal next_index
+        while next_index < n and (deadline is None or time.perf_counter() < deadline):
+            i = next_index
+            next_index += 1
+            records[i] = await sender.send(run_start)
+
+    await asyncio.gather(*(worker() for _ in range(min(workers, n))))
+    return [r for r in records if r is not None]
+
+
+def poisson_arrivals(n: int, rate: float, seed: int) -> list[float]:
+    """Arrival offsets (s) of a Poisson process: exponential gaps with mean 1/rate, reproducible by seed."""
+    rng = random.Random(seed)
+    t = 0.0
+    out: list[float] = []
+    for _ in range(n):
+        t += rng.expovariate(rate)
+        out.append(t)
+    return out
+
+
+async def _open_loop(
+    sender: _Sender, n: int, rate: float, seed: int, run_start: float, deadline: float | None
+) -> list[RequestRecord]:
+    tasks: list[asyncio.Task[RequestRecord]] = []
+    for offset in poisson_arrivals(n, rate, seed):
+        at = run_start + offset
+        if deadline is not None and at >= deadline:
+            break
+        delay = at - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.ensure_future(sender.send(run_start)))
+    return list(await asyncio.gather(*tasks))
+
+
+async def discover_model(session: aiohttp.ClientSession, base_url: str, timeout_s: float = 30.0) -> str:
+    """The first model id from GET /v1/models, so users need not repeat what the server already knows."""
+    url = base_url.rstrip("/") + "/v1/models"
+    try:
+        async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                raise ConnectionError(f"GET {url} returned HTTP {resp.status}; is this an OpenAI-compatible server?")
+            data = await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError) as err:
+        raise ConnectionError(f"cannot reach {url} ({err!r}); check the URL or port-forward, or pass --model") from None
+    models = data.get("data") if isinstance(data, dict) else None
+    if not models:
+        raise ConnectionError(f"GET {url} lists no models; pass --model")
+    return str(models[0]["id"])

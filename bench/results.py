@@ -1,0 +1,288 @@
+"""The versioned results file and the statistics computed from it.
+
+One schema shared by the runner (writes it), the report and CloudWatch publishing (read it), so a results
+file from the in-cluster Job can be reported on a laptop later. Bump SCHEMA_VERSION on any breaking change.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bench.spec_metrics import SpecDecodeResult
+
+SCHEMA_VERSION = 1
+
+# Where each request's per-chunk token counts came from, best first (see bench/client.py).
+TokenSource = Literal["usage_per_chunk", "token_ids", "usage_text_share", "chunk_count", "none"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RequestRecord(_Model):
+    """One streamed request: raw timings, so any statistic can be recomputed later."""
+
+    start_s: float = Field(description="When the request was written to the socket, seconds since the run started.")
+    send_delay_s: float = Field(default=0.0, description="Client-side wait before that: connection set-up, queueing.")
+    ttft_s: float | None = Field(default=None, description="Time to the first token-carrying chunk.")
+    e2e_s: float | None = Field(default=None, description="Time to the end of the stream.")
+    output_tokens: int = Field(default=0, description="From the server's usage; see usage_missing.")
+    usage_missing: bool = Field(default=False, description="True when the server sent no usage: tokens counted.")
+    token_source: TokenSource = "none"
+    chunk_times_s: list[float] = Field(default_factory=list, description="Arrival of each token chunk.")
+    chunk_tokens: list[int] = Field(default_factory=list, description="Tokens each of those chunks carried.")
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.ttft_s is not None and self.e2e_s is not None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """Time per output token after the first: (e2e - TTFT) / (tokens - 1), as `vllm bench serve` defines it."""
+        if not self.ok or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)  # type: ignore[operator]
+
+    def itl(self) -> tuple[list[float], list[int]]:
+        """Token-weighted inter-token latency: each chunk gap split evenly over the tokens that chunk carried.
+
+        Returns (per-token latency of each chunk, token count of each chunk) for the chunks after the first,
+        so a weighted mean is (last chunk - first chunk) / tokens after the first chunk.
+        """
+        values: list[float] = []
+        weights: list[int] = []
+        times, tokens = self.chunk_times_s, self.chunk_tokens
+        for i in range(1, len(times)):
+            if tokens[i] > 0:
+                values.append((times[i] - times[i - 1]) / tokens[i])
+                weights.append(tokens[i])
+        return values, weights
+
+    @property
+    def output_tok_s(self) -> float | None:
+        if not self.ok or not self.e2e_s:
+            return None
+        return self.output_tokens / self.e2e_s
+
+
+def percentile(values: Sequence[float], q: float, weights: Sequence[float] | None = None) -> float | None:
+    """The q-th percentile (0..100). Unweighted: linear interpolation (numpy's default), so results compare
+    with other tools. Weighted: the inverted CDF, i.e. the percentile of the list with each value repeated
+    `weight` times, which is what token weighting means."""
+    if not values:
+        return None
+    if weights is None:
+        s = sorted(values)
+        pos = (len(s) - 1) * q / 100
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(s) - 1)
+        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+    pairs = sorted((v, w) for v, w in zip(values, weights, strict=True) if w > 0)
+    total = sum(w for _, w in pairs)
+    if total <= 0:
+        return None
+    target = q / 100 * total
+    cumulative = 0.0
+    for value, weight in pairs:
+        cumulative += weight
+        if cumulative >= target - 1e-9 * total:
+            return value
+    return pairs[-1][0]
+
+
+class Stat(_Model):
+    """Summary of one latency metric over the successful requests of a run (seconds)."""
+
+    n: float = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+
+    @classmethod
+    def of(cls, values: Sequence[float], weights: Sequence[float] | None = None) -> Stat:
+        if not values:
+            return cls()
+        w = list(weights) if weights is not None else [1.0] * len(values)
+        total = sum(w)
+        mean = sum(v * x for v, x in zip(values, w, strict=True)) / total if total else None
+        return cls(n=total, mean=mean, p50=percentile(values, 50, weights), p90=percentile(values, 90, weights))
+
+
+class RunSummary(_Model):
+    """Per (variant, test case): what the console table, the report and the dashboard show."""
+
+    requests: int
+    ok: int
+    errors: int
+    usage_missing: int = Field(description="Requests whose token counts were counted locally, not from usage.")
+    short_outputs: int = Field(description="Requests with fewer output tokens than max_tokens (EOS not ignored?).")
+    output_tokens: int
+    duration_s: float
+    output_tok_s: float = Field(description="All output tokens of the run divided by its wall-clock time.")
+    ttft_s: Stat
+    tpot_s: Stat
+    itl_s: Stat = Field(description="Token-weighted inter-token latency.")
+    e2e_s: Stat
+    request_tok_s: Stat = Field(description="Per-request output tokens per second (tokens / e2e).")
+
+
+def summarize(records: Sequence[RequestRecord], *, duration_s: float, max_tokens: int) -> RunSummary:
+    ok = [r for r in records if r.ok]
+    itl_values: list[float] = []
+    itl_weights: list[int] = []
+    for r in ok:
+        v, w = r.itl()
+        itl_values += v
+        itl_weights += w
+    tokens = sum(r.output_tokens for r in ok)
+    return RunSummary(
+        requests=len(records),
+        ok=len(ok),
+        errors=len(records) - len(ok),
+        usage_missing=sum(r.usage_missing for r in ok),
+        short_outputs=sum(r.output_tokens < max_tokens for r in ok),
+        output_tokens=tokens,
+        duration_s=duration_s,
+        output_tok_s=tokens / duration_s if duration_s > 0 else 0.0,
+        ttft_s=Stat.of([r.ttft_s for r in ok if r.ttft_s is not None]),
+        tpot_s=Stat.of([t for r in ok if (t := r.tpot_s) is not None]),
+        itl_s=Stat.of(itl_values, itl_weights),
+        e2e_s=Stat.of([r.e2e_s for r in ok if r.e2e_s is not None]),
+        request_tok_s=Stat.of([t for r in ok if (t := r.output_tok_s) is not None]),
+    )
+
+
+class RunSettings(_Model):
+    """The load every variant received, identically."""
+
+    suite: str
+    api: Literal["chat", "completions"]
+    mode: Literal["interleaved", "simultaneous"]
+    concurrency: int | None
+    rate: float | None
+    requests: int
+    warmup: int
+    max_tokens: int
+    seed: int
+    continuous_usage: bool
+
+
+class VariantInfo(_Model):
+    name: str
+    base_url: str
+    model: str
+
+
+class CaseRun(_Model):
+    """One (variant, test case) run: raw records, their summary and the speculation counters of that window."""
+
+    variant: str
+    test_case: str
+    kind: Literal["structured", "open-ended"]
+    started_at: datetime
+    duration_s: float
+    records: list[RequestRecord]
+    summary: RunSummary
+    spec_decode: SpecDecodeResult
+
+
+class Speedup(_Model):
+    """A variant against the baseline on one test case; > 1 means faster."""
+
+    variant: str
+    baseline: str
+    test_case: str
+    kind: Literal["structured", "open-ended"]
+    tpot: float | None = Field(description="baseline p50 TPOT / variant p50 TPOT (decode speed).")
+    itl: float | None = Field(description="baseline p50 token-weighted ITL / variant p50.")
+    e2e: float | None = Field(description="baseline p50 end-to-end latency / variant p50.")
+    throughput: float | None = Field(description="variant output tok/s / baseline output tok/s.")
+
+
+class BenchResults(_Model):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    created_at: datetime
+    settings: RunSettings
+    variants: list[VariantInfo]
+    runs: list[CaseRun]
+
+    @property
+    def baseline(self) -> str:
+        """The variant named `baseline`, else the first one given."""
+        names = [v.name for v in self.variants]
+        return "baseline" if "baseline" in names else names[0]
+
+    def run(self, variant: str, test_case: str) -> CaseRun | None:
+        return next((r for r in self.runs if r.variant == variant and r.test_case == test_case), None)
+
+    def speedups(self) -> list[Speedup]:
+        out: list[Speedup] = []
+        base_name = self.baseline
+        for run in self.runs:
+            if run.variant == base_name:
+                continue
+            base = self.run(base_name, run.test_case)
+            if base is None:
+                continue
+            b, v = base.summary, run.summary
+            out.append(
+                Speedup(
+                    variant=run.variant,
+                    baseline=base_name,
+                    test_case=run.test_case,
+                    kind=run.kind,
+                    tpot=_ratio(b.tpot_s.p50, v.tpot_s.p50),
+                    itl=_ratio(b.itl_s.p50, v.itl_s.p50),
+                    e2e=_ratio(b.e2e_s.p50, v.e2e_s.p50),
+                    throughput=_ratio(v.output_tok_s, b.output_tok_s),
+                )
+            )
+        return out
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+class ResultsError(ValueError):
+    """A results file that cannot be read, phrased for the person at the keyboard."""
+
+
+def load_results(path: str | Path) -> BenchResults:
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text())
+    except OSError as err:
+        raise ResultsError(f"results file {str(file)!r} cannot be read ({err.strerror})") from None
+    except json.JSONDecodeError as err:
+        raise ResultsError(
+            f"results file {str(file)!r} is not JSON ({err}); pass a file written by `bench run`"
+        ) from None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != SCHEMA_VERSION:
+        raise ResultsError(
+            f"results file {str(file)!r} has schema_version={version!r}; this bench reads version {SCHEMA_VERSION}. "
+            "Re-run `bench run` or use the bench version that wrote it"
+        )
+    try:
+        return BenchResults.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ResultsError(f"results file {str(file)!r}: {where}: {first['msg']}") from None
+
+
+def save_results(results: BenchResults, path: str | Path) -> Path:
+    file = Path(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(results.model_dump_json(indent=1) + "\n")
+    return file

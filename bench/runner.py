@@ -1,0 +1,196 @@
+"""Run every endpoint under identical load, test case by test case, with /metrics scraped around each run.
+
+Why a runner and not N separate client runs: variants must see the same prompts, lengths, concurrency and
+arrival schedule, close together in time (interleaved: one variant after the other per test case;
+simultaneous: all at once), and the speculation counters must cover exactly one (variant, test case) window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import aiohttp
+
+from bench.client import Target, discover_model, make_session, run_load
+from bench.prompts import TestCase
+from bench.results import BenchResults, CaseRun, RunSettings, VariantInfo, summarize
+from bench.spec_metrics import acceptance, scrape
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    url: str
+
+
+def parse_endpoint(text: str) -> Endpoint:
+    """`name=http://host:port`; the name becomes the Variant dimension."""
+    name, sep, url = text.partition("=")
+    if not sep or not name or not url:
+        raise ValueError(f"--endpoint {text!r} is not NAME=URL; write e.g. baseline=http://127.0.0.1:8000")
+    if not _NAME.match(name):
+        raise ValueError(f"--endpoint name {name!r} must be 1-64 letters, digits, '.', '_' or '-'; rename it")
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ValueError(f"--endpoint {name}: URL {url!r} must start with http:// or https://")
+    return Endpoint(name=name, url=url.rstrip("/"))
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    request_timeout_s: float = 600.0
+    max_duration_s: float | None = 1800.0
+    model: str | None = None
+
+
+async def run_benchmark(
+    endpoints: Sequence[Endpoint],
+    cases: Sequence[TestCase],
+    settings: RunSettings,
+    *,
+    options: RunOptions = RunOptions(),
+    k_by_variant: dict[str, int] | None = None,
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> BenchResults:
+    names = [e.name for e in endpoints]
+    if not endpoints or len(set(names)) != len(names):
+        raise ValueError(f"endpoints need unique names, got {names}")
+    limit = settings.concurrency or 0
+    sessions = {e.name: make_session(limit=limit) for e in endpoints}
+    try:
+        targets: dict[str, Target] = {}
+        for e in endpoints:
+            model = options.model or await discover_model(sessions[e.name], e.url)
+            targets[e.name] = Target(base_url=e.url, model=model, api=settings.api)
+            log(f"{e.name}: {e.url} serves {model}")
+        runs: list[CaseRun] = []
+        for index, case in enumerate(cases):
+            seed = settings.seed + index  # same arrivals for every variant of this case
+
+            def job(e: Endpoint, case: TestCase = case, seed: int = seed) -> Awaitable[CaseRun]:
+                k = (k_by_variant or {}).get(e.name)
+                return _case_run(sessions[e.name], e.name, targets[e.name], case, settings, options, seed, k)
+
+            if settings.mode == "simultaneous":
+                done = list(await asyncio.gather(*(job(e) for e in endpoints)))
+            else:
+                done = [await job(e) for e in endpoints]
+            for run in done:
+                s = run.summary
+                log(f"[{case.name}] {run.variant}: {s.ok}/{s.requests} ok in {run.duration_s:.1f} s")
+            runs += done
+    finally:
+        for s in sessions.values():
+            await s.close()
+    return BenchResults(
+        created_at=datetime.now(UTC),
+        settings=settings,
+        variants=[VariantInfo(name=e.name, base_url=e.url, model=targets[e.name].model) for e in endpoints],
+        runs=runs,
+    )
+
+
+async def _case_run(
+    session: aiohttp.ClientSession,
+    variant: str,
+    target: Target,
+    case: TestCase,
+    settings: RunSettings,
+    options: RunOptions,
+    seed: int,
+    k: int | None,
+) -> CaseRun:
+    common = {
+        "max_tokens": settings.max_tokens,
+        "request_timeout_s": options.request_timeout_s,
+        "continuous_usage": settings.continuous_usage,
+        "session": session,
+    }
+    if settings.warmup:
+        await run_load(target, case.prompt, requests=settings.warmup, concurrency=settings.concurrency or 1, **common)
+    before, _ = await scrape(session, target.base_url)
+    load = await run_load(
+        target,
+        case.prompt,
+        requests=settings.requests,
+        concurrency=settings.concurrency,
+        rate=settings.rate,
+        seed=seed,
+        max_duration_s=options.max_duration_s,
+        **common,
+    )
+    after, why = await scrape(session, target.base_url)
+    spec = acceptance(before, after, num_speculative_tokens=k)
+    if after is None:
+        spec = spec.model_copy(update={"note": f"not exposed: {why}"})
+    return CaseRun(
+        variant=variant,
+        test_case=case.name,
+        kind=case.kind,
+        started_at=load.started_at,
+        duration_s=load.duration_s,
+        records=load.records,
+        summary=summarize(load.records, duration_s=load.duration_s, max_tokens=settings.max_tokens),
+        spec_decode=spec,
+    )
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x * 1000:.1f}"
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _x(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def summary_rows(results: BenchResults) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the summary table, shared by the console and the Markdown report."""
+    header = [
+        "test case", "kind", "variant", "ok/n", "TTFT p50/p90 ms", "TPOT p50/p90 ms", "ITL p50/p90 ms",
+        "E2E p50/p90 s", "out tok/s", "accept", "x TPOT", "x E2E",
+    ]  # fmt: skip
+    speedups = {(s.variant, s.test_case): s for s in results.speedups()}
+    rows: list[list[str]] = []
+    cases = list(dict.fromkeys(r.test_case for r in results.runs))
+    for case in cases:
+        for run in (r for r in results.runs if r.test_case == case):
+            s = run.summary
+            sp = speedups.get((run.variant, case))
+            acc = run.spec_decode.acceptance_rate
+            rows.append(
+                [
+                    case,
+                    run.kind,
+                    run.variant,
+                    f"{s.ok}/{s.requests}",
+                    f"{_ms(s.ttft_s.p50)}/{_ms(s.ttft_s.p90)}",
+                    f"{_ms(s.tpot_s.p50)}/{_ms(s.tpot_s.p90)}",
+                    f"{_ms(s.itl_s.p50)}/{_ms(s.itl_s.p90)}",
+                    f"{_s(s.e2e_s.p50)}/{_s(s.e2e_s.p90)}",
+                    f"{s.output_tok_s:.1f}",
+                    "-" if acc is None else f"{acc:.2f}",
+                    _x(sp.tpot) if sp else "-",
+                    _x(sp.e2e) if sp else "-",
+                ]
+            )
+    return header, rows
+
+
+def format_table(results: BenchResults) -> str:
+    header, rows = summary_rows(results)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    notes = sorted({f"{r.variant}: {r.spec_decode.note}" for r in results.runs if r.spec_decode.note})
+    baseline = f"speedups are against `{results.baseline}` (p50 TPOT and p50 end-to-end latency)"
+    return "\n".join([*lines, "", baseline, *notes])

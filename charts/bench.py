@@ -1,0 +1,109 @@
+"""Render, or run against the deployed cluster, the side-by-side benchmark Job.
+
+    python -m charts.bench --account ACCOUNT_ID [--config ...] [-- BENCH RUN ARGS]   # print the Job YAML
+    python -m charts.bench --apply [--config ...] [-- BENCH RUN ARGS]                # what `make bench` runs
+
+With --apply: apply the Job, stream its log, wait, then download the results file from
+s3://<bucket>/results/ into bench-results/ and write the Markdown report and plots next to it.
+Arguments after `--` go to `python -m bench run` (e.g. `-- --requests 16 --concurrency 4`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import cdk8s
+import yaml
+
+from charts.bench_job import BenchmarkJob
+from config import ConfigError, load_config
+
+
+def render_bench_job(config_path: str | None, account: str, run_id: str, extra_args: list[str]) -> list[dict]:
+    config = load_config(config_path)
+    app = cdk8s.App()
+    chart = cdk8s.Chart(app, "bench", namespace=config.namespace, disable_resource_name_hashes=True)
+    BenchmarkJob(
+        chart,
+        "job",
+        config=config,
+        bucket_name=config.models_bucket_name(account),
+        run_id=run_id,
+        extra_args=extra_args,
+    )
+    return chart.to_json()
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0) -> int:
+    import boto3  # lazily: rendering needs no AWS
+
+    config = load_config(config_path)
+    account = boto3.client("sts").get_caller_identity()["Account"]
+    run_id = new_run_id()
+    objects = render_bench_job(config_path, account, run_id, extra_args)
+    job, ns = objects[0]["metadata"]["name"], config.namespace
+    subprocess.run(["kubectl", "-n", ns, "apply", "-f", "-"], input=yaml.safe_dump_all(objects), text=True, check=True)
+    logs: subprocess.Popen[str] | None = None
+    try:
+        while True:
+            out = subprocess.run(
+                ["kubectl", "-n", ns, "get", "job", job, "-o", "json"], text=True, capture_output=True, check=True
+            ).stdout
+            status = json.loads(out).get("status", {})
+            conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+            if status.get("active") and logs is None:
+                logs = subprocess.Popen(["kubectl", "-n", ns, "logs", "-f", f"job/{job}"], text=True)
+            if conditions.get("Failed") == "True":
+                print(f"job/{job} failed: kubectl -n {ns} logs job/{job}", file=sys.stderr)
+                return 1
+            if conditions.get("Complete") == "True":
+                break
+            time.sleep(poll_s)
+    finally:
+        if logs is not None:
+            logs.terminate()
+    local = Path("bench-results") / f"{run_id}.json"
+    local.parent.mkdir(exist_ok=True)
+    boto3.client("s3").download_file(config.models_bucket_name(account), f"results/{run_id}.json", str(local))
+    subprocess.run(
+        [sys.executable, "-m", "bench", "report", str(local), "--out", str(local.with_suffix(""))], check=True
+    )
+    print(f"results: {local}; report: {local.with_suffix('')}/")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1 :]
+    parser = argparse.ArgumentParser(prog="python -m charts.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default=None)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--account", help="print the Job YAML for the bucket of this AWS account id")
+    mode.add_argument("--apply", action="store_true", help="run the benchmark on the cluster and wait for it")
+    args = parser.parse_args(argv)
+    try:
+        if args.apply:
+            return run_bench(args.config, extra)
+        objects = render_bench_job(args.config, args.account, new_run_id(), extra)
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

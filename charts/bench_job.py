@@ -1,0 +1,151 @@
+"""The in-cluster benchmark: one Job that runs the suite against every ClusterIP service under identical load,
+then writes the results to s3://<bucket>/results/ and to CloudWatch.
+
+Static parts (service account, code, config) are applied by `cdk deploy` with the serving chart;
+`make bench` renders the Job itself with `python -m charts.bench_job` once the services are ready.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from cdk8s_plus_34 import k8s
+from constructs import Construct
+
+from charts.code_bundle import CODE_PATH, CONFIG_PATH, ROOT, CodeBundle, ConfigFile, code_volume, python_files
+from config.schema import NODE_ROLE_LABEL, DeploymentConfig
+
+BENCH_SERVICE_ACCOUNT = "bench"
+BENCH_CODE_CONFIG_MAP = "trn-specdec-bench-code"
+BENCH_IMAGE = "public.ecr.aws/docker/library/python:3.11-slim-bookworm"
+RESULTS_PATH = "/results"
+BENCH_DEADLINE_HOURS = 4
+# The client's runtime packages, pinned to the versions requirements.lock holds.
+RUNTIME_PACKAGES = ("aiohttp", "pydantic", "pyyaml", "boto3")
+
+
+def bench_code_files() -> list[str]:
+    return python_files("bench", "config")
+
+
+def pinned_runtime_packages() -> list[str]:
+    lock = (ROOT / "requirements.lock").read_text()
+    pins = []
+    for name in RUNTIME_PACKAGES:
+        match = re.search(rf"^{re.escape(name)}==([^\s\\]+)", lock, re.MULTILINE)
+        if not match:
+            raise ValueError(f"{name} is not pinned in requirements.lock; add it to pyproject.toml and relock")
+        pins.append(f"{name}=={match.group(1)}")
+    return pins
+
+
+def endpoints(config: DeploymentConfig) -> list[str]:
+    """Every profile's ClusterIP service, baseline first (speedups are measured against it)."""
+    order = [config.baseline_profile, *(p for p in config.profiles if p is not config.baseline_profile)]
+    return [f"{p.name}=http://{p.name}.{config.namespace}.svc.cluster.local:{p.port}" for p in order]
+
+
+def bench_script(config: DeploymentConfig, bucket_name: str, run_id: str, extra_args: list[str]) -> str:
+    results = f"{RESULTS_PATH}/{run_id}.json"
+    run = [
+        "python3",
+        "-m",
+        "bench",
+        "run",
+        *(a for e in endpoints(config) for a in ("--endpoint", e)),
+        "--config",
+        f"{CONFIG_PATH}/config.yaml",
+        "--out",
+        results,
+        "--cloudwatch",
+        "--upload",
+        f"s3://{bucket_name}/results/{run_id}.json",
+        *extra_args,
+    ]
+    return "\n".join(
+        [
+            "set -euo pipefail",
+            "pip install --quiet --no-cache-dir --disable-pip-version-check " + " ".join(pinned_runtime_packages()),
+            shlex.join(run),
+        ]
+    )
+
+
+class BenchmarkSupport(Construct):
+    """Service account (its Pod Identity role may only PutMetricData in the configured namespace and write
+    results/) and the client code, applied once by `cdk deploy`."""
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        k8s.KubeServiceAccount(self, "ServiceAccount", metadata=k8s.ObjectMeta(name=BENCH_SERVICE_ACCOUNT))
+        self.code = CodeBundle(self, "Code", name=BENCH_CODE_CONFIG_MAP, files=bench_code_files())
+
+
+class BenchmarkJob(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: DeploymentConfig,
+        bucket_name: str,
+        run_id: str,
+        extra_args: list[str] | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.name = f"bench-{run_id}"
+        labels = {"app.kubernetes.io/name": "bench", "app.kubernetes.io/part-of": "trn-specdec"}
+        self.job = k8s.KubeJob(
+            self,
+            "Job",
+            metadata=k8s.ObjectMeta(name=self.name, labels=labels),
+            spec=k8s.JobSpec(
+                backoff_limit=0,
+                active_deadline_seconds=BENCH_DEADLINE_HOURS * 3600,
+                ttl_seconds_after_finished=7 * 24 * 3600,
+                template=k8s.PodTemplateSpec(
+                    metadata=k8s.ObjectMeta(labels=labels),
+                    spec=k8s.PodSpec(
+                        restart_policy="Never",
+                        service_account_name=BENCH_SERVICE_ACCOUNT,
+                        node_selector={NODE_ROLE_LABEL: "system"},
+                        containers=[
+                            k8s.Container(
+                                name="bench",
+                                image=BENCH_IMAGE,
+                                command=[
+                                    "/bin/bash",
+                                    "-c",
+                                    bench_script(config, bucket_name, run_id, extra_args or []),
+                                ],
+                                working_dir=CODE_PATH,
+                                env=[
+                                    k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH),
+                                    k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
+                                    k8s.EnvVar(name="AWS_REGION", value=config.region),
+                                ],
+                                resources=k8s.ResourceRequirements(
+                                    requests={"cpu": k8s.Quantity.from_string("1"), "memory": _gi(2)},
+                                    limits={"cpu": k8s.Quantity.from_string("2"), "memory": _gi(2)},
+                                ),
+                                volume_mounts=[
+                                    k8s.VolumeMount(name="code", mount_path=CODE_PATH, read_only=True),
+                                    k8s.VolumeMount(name="config", mount_path=CONFIG_PATH, read_only=True),
+                                    k8s.VolumeMount(name="results", mount_path=RESULTS_PATH),
+                                ],
+                            )
+                        ],
+                        volumes=[
+                            code_volume(BENCH_CODE_CONFIG_MAP, bench_code_files()),
+                            ConfigFile.volume(),
+                            k8s.Volume(name="results", empty_dir=k8s.EmptyDirVolumeSource(size_limit=_gi(1))),
+                        ],
+                    ),
+                ),
+            ),
+        )
+
+
+def _gi(n: int) -> k8s.Quantity:
+    return k8s.Quantity.from_string(f"{n}Gi")

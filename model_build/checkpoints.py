@@ -1,0 +1,104 @@
+"""Stage Hugging Face checkpoints into the bucket once, at pinned revisions (no hub access at serve time).
+
+snapshot_download into local scratch (it resumes and skips files it already has), then the same
+idempotent uploader as artifacts publishes to checkpoints/<hf_id>/<revision>/ with a manifest last,
+so `compile` and serving can tell a complete checkpoint from a half-staged one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from config.schema import DeploymentConfig, DraftSpeculation, HfModel
+from model_build.digest import checkpoint_prefix
+from model_build.errors import BuildError
+from model_build.manifest import Manifest, ManifestFile
+from model_build.publish import PublishResult, publish_tree
+from model_build.transfer import S3Store
+
+DEFAULT_SCRATCH = "/tmp/trn-specdec/hf"
+# Weights in formats NxDI does not load: skip them (Qwen3 repos ship safetensors).
+IGNORE_PATTERNS = ["*.bin", "*.pth", "*.pt", "*.gguf", "*.msgpack", "*.h5", "original/*"]
+
+Downloader = Callable[[HfModel, Path], Path]
+
+
+def models_in_use(config: DeploymentConfig) -> list[str]:
+    """Every model a profile needs (targets and drafts), in config order."""
+    keys: list[str] = []
+    for p in config.profiles:
+        keys.append(p.target)
+        if isinstance(p.decoding, DraftSpeculation):
+            keys.append(p.decoding.draft)
+    return list(dict.fromkeys(keys))
+
+
+def select_models(config: DeploymentConfig, requested: Iterable[str] | None) -> list[str]:
+    keys = list(requested or []) or models_in_use(config)
+    unknown = [k for k in keys if k not in config.models]
+    if unknown:
+        raise BuildError(
+            f"--model {', '.join(unknown)} is not a key of models in the config; use one of {', '.join(config.models)}"
+        )
+    return list(dict.fromkeys(keys))
+
+
+def hf_download(model: HfModel, scratch: Path) -> Path:
+    """snapshot_download at the pinned revision into scratch/<hf_id>/<revision> (huggingface_hub imported lazily)."""
+    try:
+        hub = importlib.import_module("huggingface_hub")
+    except ImportError:
+        raise BuildError(
+            "stage-checkpoints downloads with huggingface_hub, which this Python does not have; install it "
+            "(pip install huggingface_hub) or run it in the Neuron image, which ships it"
+        ) from None
+    local = scratch / model.hf_id / model.revision
+    local.mkdir(parents=True, exist_ok=True)
+    hub.snapshot_download(
+        repo_id=model.hf_id, revision=model.revision, local_dir=str(local), ignore_patterns=IGNORE_PATTERNS
+    )
+    return local
+
+
+def publish_checkpoint(store: S3Store, model: HfModel, local_dir: Path) -> PublishResult:
+    created_at = datetime.now(UTC).isoformat(timespec="seconds")
+    try:
+        hub_version = importlib.metadata.version("huggingface_hub")
+    except importlib.metadata.PackageNotFoundError:
+        hub_version = "absent"
+
+    def make_manifest(files: list[ManifestFile]) -> Manifest:
+        return Manifest(
+            digest=model.revision,
+            inputs={"kind": "checkpoint", "hf_id": model.hf_id, "revision": model.revision},
+            files=files,
+            created_at=created_at,
+            builder={"huggingface_hub": hub_version},
+        )
+
+    return publish_tree(
+        store, checkpoint_prefix(model.hf_id, model.revision), local_dir, make_manifest, what="checkpoint"
+    )
+
+
+def stage_checkpoints(
+    store: S3Store,
+    config: DeploymentConfig,
+    keys: list[str],
+    *,
+    scratch: Path,
+    download: Downloader = hf_download,
+    log: Callable[[str], None] = print,
+) -> dict[str, PublishResult]:
+    results = {}
+    for key in keys:
+        model = config.models[key]
+        log(f"{key}: downloading {model.hf_id}@{model.revision} into {scratch}")
+        local = download(model, scratch)
+        results[key] = publish_checkpoint(store, model, local)
+        log(f"{key}: {results[key].summary()}")
+    return results

@@ -1,0 +1,285 @@
+"""`python -m model_build`: plan, stage checkpoints, compile, publish and verify one profile's artifact.
+
+Exit codes: 0 ok, 1 the artifact (or its inputs) does not match the profile, 2 usage or environment
+(bad arguments, config, credentials, bucket, missing NxDI / huggingface_hub).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import TextIO
+
+from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, load_config
+from model_build.errors import EXIT_MISMATCH, EXIT_OK, EXIT_USAGE, BuildError, build_command
+from model_build.plan import DEFAULT_MODELS_ROOT, BuildPlan, build_plan
+from model_build.progress import DEFAULT_LOG_INTERVAL_S
+from model_build.transfer import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB, S3Store, TransferSettings, make_s3_client
+
+DESCRIPTION = """\
+Build the compiled NxDI artifact of a serving profile and publish it, content-addressed, to the models
+bucket: s3://<bucket>/artifacts/<digest>/ with manifest.json written last. Serving mounts that prefix
+read-only and refuses to start unless its manifest matches the profile.
+
+The usual path is `make build PROFILE=<name>`, which runs stage-checkpoints, compile and publish in a
+Kubernetes Job on a Trainium2 node. Run `plan` anywhere to see what a profile compiles."""
+
+EPILOG = """\
+exit codes: 0 ok, 1 mismatch (artifact or inputs differ from the profile), 2 usage or environment error.
+examples:
+  python -m model_build plan speculative
+  python -m model_build stage-checkpoints
+  python -m model_build compile speculative --out /scratch/speculative      # inside the Neuron image
+  python -m model_build publish speculative --from /scratch/speculative
+  python -m model_build verify speculative --deep"""
+
+
+class Context:
+    """Config, bucket and S3 client, each resolved only when a command needs it."""
+
+    def __init__(self, args: argparse.Namespace, stream: TextIO) -> None:
+        self.args = args
+        self.stream = stream
+
+    @cached_property
+    def config(self) -> DeploymentConfig:
+        return load_config(self.args.config)
+
+    @cached_property
+    def settings(self) -> TransferSettings:
+        a = self.args
+        return TransferSettings(
+            part_size=int(a.part_size_mib * MIB), concurrency=a.concurrency, progress_interval=a.progress_interval
+        )
+
+    @cached_property
+    def bucket(self) -> str:
+        if self.args.bucket:
+            return self.args.bucket
+        return self.config.models_bucket_name(self._account())
+
+    def _account(self) -> str:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return boto3.client("sts", region_name=self.config.region).get_caller_identity()["Account"]
+        except (BotoCoreError, ClientError) as err:
+            raise BuildError(
+                f"cannot find the AWS account to derive the models bucket name ({err}); configure AWS credentials "
+                f"or pass --bucket {self.config.models_bucket_name('<account>')}"
+            ) from None
+
+    @cached_property
+    def store(self) -> S3Store:
+        client = make_s3_client(self.config.region, self.settings)
+        return S3Store(client, self.bucket, self.settings, stream=self.stream)
+
+    def plan(self, *, out_dir: str | None = None, bucket: str | None = None) -> BuildPlan:
+        try:
+            profile = self.config.profile(self.args.profile)
+        except KeyError as err:
+            raise BuildError(str(err.args[0])) from None
+        return build_plan(
+            self.config, profile, models_root=self.args.models_root, out_dir=out_dir, bucket=bucket or self.args.bucket
+        )
+
+
+def _plan(ctx: Context, out: TextIO) -> int:
+    plan = ctx.plan(out_dir=ctx.args.out)
+    out.write(json.dumps(plan.to_json(), indent=1) + "\n" if ctx.args.json else plan.render())
+    return EXIT_OK
+
+
+def _stage(ctx: Context, out: TextIO) -> int:
+    from model_build.checkpoints import select_models, stage_checkpoints
+
+    keys = select_models(ctx.config, ctx.args.model)
+    stage_checkpoints(ctx.store, ctx.config, keys, scratch=Path(ctx.args.scratch), log=lambda m: print(m, file=out))
+    return EXIT_OK
+
+
+def _compile(ctx: Context, out: TextIO) -> int:
+    from model_build.compile import compile_profile
+
+    plan = ctx.plan(out_dir=str(Path(ctx.args.out).resolve()))
+    record = compile_profile(plan, target_path=ctx.args.target_path, draft_path=ctx.args.draft_path)
+    print(
+        f"compiled profile {plan.profile} (digest {record.digest}) into {plan.out_dir}; publish it: "
+        f"{plan.commands()['publish']}",
+        file=out,
+    )
+    return EXIT_OK
+
+
+def _publish(ctx: Context, out: TextIO) -> int:
+    from model_build.publish import publish_artifact
+
+    plan = ctx.plan(bucket=ctx.bucket)
+    result = publish_artifact(ctx.store, plan, Path(ctx.args.from_dir))
+    print(result.summary(), file=out)
+    return EXIT_OK
+
+
+def _verify(ctx: Context, out: TextIO) -> int:
+    from model_build.verify import verify_artifact
+
+    manifest_file = Path(ctx.args.manifest_file) if ctx.args.manifest_file else None
+    offline = manifest_file is not None and not ctx.args.deep
+    plan = ctx.plan(bucket=None if offline else ctx.bucket)
+    report = verify_artifact(None if offline else ctx.store, plan, deep=ctx.args.deep, manifest_file=manifest_file)
+    (out if report.ok else sys.stderr).write(report.render(plan, deep=ctx.args.deep))
+    return EXIT_OK if report.ok else EXIT_MISMATCH
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m model_build",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--config", default=str(DEFAULT_CONFIG), help="deployment config file (default: config/default.yaml)"
+    )
+    parser.add_argument(
+        "--bucket",
+        help="models bucket (default: <name>-models-<account>-<region> from the config, account via STS)",
+    )
+    parser.add_argument(
+        "--models-root",
+        default=DEFAULT_MODELS_ROOT,
+        help="where the bucket is mounted: checkpoints are read from <root>/checkpoints/<hf_id>/<revision> "
+        f"(default: {DEFAULT_MODELS_ROOT})",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    transfer = argparse.ArgumentParser(add_help=False)
+    group = transfer.add_argument_group("transfer")
+    group.add_argument(
+        "--part-size-mib",
+        type=float,
+        default=DEFAULT_PART_SIZE / MIB,
+        help=f"multipart part size in MiB, >= 5 (default: {DEFAULT_PART_SIZE // MIB})",
+    )
+    group.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_CONCURRENCY,
+        help=f"parallel requests (default: {DEFAULT_CONCURRENCY})",
+    )
+    group.add_argument(
+        "--progress-interval",
+        type=float,
+        default=DEFAULT_LOG_INTERVAL_S,
+        help="seconds between progress log lines when stderr is not a terminal "
+        f"(default: {DEFAULT_LOG_INTERVAL_S:.0f}); a terminal gets a progress bar",
+    )
+
+    p = commands.add_parser(
+        "plan",
+        help="show what a profile compiles and where it goes (offline)",
+        description="Print the target and draft NxDI NeuronConfig keyword arguments, the equivalent inference_demo "
+        "command, the artifact digest and the S3 destinations. Needs no AWS access and no Neuron host.",
+    )
+    p.add_argument("profile", help="profile name from the config")
+    p.add_argument("--out", help="compile output directory to show in the commands (default: /tmp/trn-specdec/...)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=_plan)
+
+    p = commands.add_parser(
+        "stage-checkpoints",
+        parents=[transfer],
+        help="copy pinned Hugging Face checkpoints into the bucket",
+        description="Download each model at its pinned revision (huggingface_hub) into --scratch, then upload it "
+        "to s3://<bucket>/checkpoints/<hf_id>/<revision>/ with a manifest written last. Resumable: objects "
+        "already present with the same sha256 are skipped, partial uploads resume.",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        metavar="KEY",
+        help="a key of models in the config; repeat for several (default: every target and draft a profile uses)",
+    )
+    p.add_argument("--scratch", default="/tmp/trn-specdec/hf", help="local download directory")
+    p.set_defaults(func=_stage)
+
+    p = commands.add_parser(
+        "compile",
+        help="compile a profile with NxDI into a local directory (Neuron image only)",
+        description="Build NeuronConfig (and, for fused speculation, the draft config and FusedSpecNeuronConfig) "
+        "exactly as `plan` shows, compile into --out and write build-inputs.json there last. Runs only where "
+        f"NxDI is installed (the profile's Neuron image on a Trainium2 node); elsewhere use `{build_command('<name>')}`.",
+    )
+    p.add_argument("profile", help="profile name from the config")
+    p.add_argument("--out", required=True, help="local output directory (tens of GB for Qwen3-32B)")
+    p.add_argument("--target-path", help="local target checkpoint dir (default: <models-root>/checkpoints/...)")
+    p.add_argument("--draft-path", help="local draft checkpoint dir (default: <models-root>/checkpoints/...)")
+    p.set_defaults(func=_compile)
+
+    p = commands.add_parser(
+        "publish",
+        parents=[transfer],
+        help="upload a compile output to artifacts/<digest>/, manifest last",
+        description="Upload every file of --from (parallel multipart, SHA-256 checked) to "
+        "s3://<bucket>/artifacts/<digest>/, then write manifest.json once HeadObject confirms every object. "
+        "Idempotent and resumable: objects already present with the same size and sha256 are skipped and "
+        "partial uploads resume; a published manifest is never overwritten.",
+    )
+    p.add_argument("profile", help="profile name from the config")
+    p.add_argument("--from", dest="from_dir", required=True, help="the --out directory of compile")
+    p.set_defaults(func=_publish)
+
+    p = commands.add_parser(
+        "verify",
+        parents=[transfer],
+        help="check the published artifact against the profile",
+        description="Check that artifacts/<digest>/manifest.json exists and matches the profile, and that every "
+        "object it lists is present with its size and sha256 metadata. --deep downloads and hashes every object.",
+    )
+    p.add_argument("profile", help="profile name from the config")
+    p.add_argument("--deep", action="store_true", help="stream every object and compare its sha256 (slow)")
+    p.add_argument(
+        "--manifest-file",
+        help="check this local manifest file against the profile instead of the bucket's (offline; with --deep "
+        "the bucket's objects are hashed against it)",
+    )
+    p.set_defaults(func=_verify)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    ctx = Context(args, err)
+    try:
+        return int(args.func(ctx, out))
+    except BuildError as e:
+        print(f"error: {e}", file=err)
+        return e.code
+    except ConfigError as e:
+        print(f"error: {e}", file=err)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted; re-run the same command to resume", file=err)
+        return 130
+    except Exception as e:
+        if _is_aws_error(e):
+            print(f"error: AWS request failed: {e}", file=err)
+            return EXIT_USAGE
+        raise
+
+
+def _is_aws_error(e: Exception) -> bool:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return isinstance(e, BotoCoreError | ClientError)

@@ -1,0 +1,322 @@
+"""The build plan of a profile: NxDI keyword arguments, the equivalent inference_demo command, destinations.
+
+Pure and offline. `compile` executes exactly this plan, and tests check every keyword against the
+parameters NxDI accepts at the pinned release (NeuronConfig silently drops keys it does not know).
+
+NxDI facts are pinned to aws-neuron/neuronx-distributed-inference tag v0.6.10598 (Neuron SDK 2.26,
+the NxDI inside the 0.9.1-neuronx-py311-sdk2.26.1 image); see tests/model_build/fixtures/.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingProfile
+from model_build.digest import artifact_inputs, artifact_prefix, checkpoint_prefix, digest_of
+from model_build.errors import BuildError, build_command
+from model_build.manifest import MANIFEST_NAME
+
+# Which NxDI release each Neuron SDK line ships (the SDK release notes / DLC Dockerfiles pin these).
+NXDI_RELEASE_BY_SDK = {"2.26": "v0.6.10598"}
+CHECKED_NXDI_RELEASE = "v0.6.10598"  # the release whose parameter list the tests hold
+
+# Where the models bucket is mounted read-only in pods (= charts/models_volume.MOUNT_PATH); staged
+# checkpoints live at <root>/checkpoints/<hf_id>/<revision>, artifacts at <root>/artifacts/<digest>.
+DEFAULT_MODELS_ROOT = "/models"
+DEFAULT_OUT = "/tmp/trn-specdec/artifacts/{digest}"
+
+# Greedy sampling on the device, as vLLM's fused-speculation path configures it (top_k=1, no sampling).
+# OnDeviceSamplingConfig: models/config.py:808-818 at v0.6.10598; NeuronConfig turns a dict into one (:182-186).
+GREEDY_SAMPLING = {"top_k": 1, "do_sample": False}
+# inference_demo's `run` requires --prompt even with --compile-only (inference_demo.py:110).
+DEMO_PROMPT = "The capital of France is"
+
+
+@dataclass(frozen=True)
+class NxdiModel:
+    """An NxDI model family: the application class and the names other tools use for it."""
+
+    module: str
+    class_name: str
+    demo_model_type: str  # inference_demo --model-type (inference_demo.py:50-64, MODEL_TYPES)
+    hf_model_type: str  # "model_type" in the checkpoint's config.json
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.module}.{self.class_name}"
+
+
+# Keyed by the config's tokenizer_family. Qwen3: models/qwen3/modeling_qwen3.py:50-239 (get_config_cls() ->
+# Qwen3InferenceConfig, get_neuron_config_cls() -> Qwen3NeuronConfig, _model_cls = NeuronQwen3Model).
+MODEL_FAMILIES: dict[str, NxdiModel] = {
+    "qwen3": NxdiModel(
+        module="neuronx_distributed_inference.models.qwen3.modeling_qwen3",
+        class_name="NeuronQwen3ForCausalLM",
+        demo_model_type="qwen3",
+        hf_model_type="qwen3",
+    ),
+}
+
+
+def model_path(models_root: str, model: HfModel) -> str:
+    """Local directory of a staged checkpoint (a path, never a hub id: Qwen3 small models tie embeddings)."""
+    return f"{models_root.rstrip('/')}/{checkpoint_prefix(model.hf_id, model.revision)}".rstrip("/")
+
+
+def target_neuron_config(config: DeploymentConfig, profile: ServingProfile) -> dict[str, Any]:
+    """NeuronConfig(**kwargs) for the target (line numbers: models/config.py at v0.6.10598)."""
+    kwargs: dict[str, Any] = {
+        "tp_degree": profile.placement.tensor_parallel_size,  # :293
+        "batch_size": profile.max_num_seqs,  # :103
+        "max_context_length": profile.max_model_len,  # :143, as vLLM sets it (prompt may fill the window)
+        "seq_len": profile.max_model_len,  # :107
+        "torch_dtype": profile.dtype,  # :116-124, a string is converted by to_torch_dtype
+        "enable_bucketing": True,  # :192
+        "is_continuous_batching": True,  # :173, vLLM schedules sequences into fixed batch slots
+        "logical_nc_config": profile.placement.logical_neuron_cores,  # :441, must match NEURON_RT_VIRTUAL_CORE_SIZE
+        "on_device_sampling_config": dict(GREEDY_SAMPLING),  # :182
+    }
+    if isinstance(profile.decoding, DraftSpeculation):
+        kwargs["speculation_length"] = profile.decoding.num_speculative_tokens  # :227, k
+        kwargs["enable_fused_speculation"] = True  # :229
+    kwargs["save_sharded_checkpoint"] = True  # :298, weights/tp{rank}_sharded_checkpoint.safetensors
+    return kwargs
+
+
+def draft_neuron_config(target: dict[str, Any]) -> dict[str, Any]:
+    """The draft's NeuronConfig: a deep copy of the target's with speculation switched off.
+
+    Mirrors inference_demo.py run_inference (v0.6.10598): copy.deepcopy(config.neuron_config), then
+    speculation_length = 0 and enable_fused_speculation = False. The draft therefore shares tp_degree,
+    batch_size and seq_len with the target; decoding.draft_max_model_len only reaches vLLM.
+    """
+    return {**target, "speculation_length": 0, "enable_fused_speculation": False}
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    profile: str
+    digest: str
+    inputs: dict[str, Any]
+    image: str
+    sdk_version: str
+    nxdi_release: str | None
+    model: NxdiModel
+    target_key: str
+    target: HfModel
+    target_path: str
+    target_kwargs: dict[str, Any]
+    draft_key: str | None
+    draft: HfModel | None
+    draft_path: str | None
+    draft_kwargs: dict[str, Any] | None
+    out_dir: str
+    models_root: str
+    bucket: str
+
+    @property
+    def speculative(self) -> bool:
+        return self.draft_kwargs is not None
+
+    def inference_demo_argv(self) -> list[str]:
+        """The same compile through NxDI's own CLI (top-level flags must come before `run`)."""
+        argv = ["inference_demo", "--model-type", self.model.demo_model_type, "--task-type", "causal-lm", "run"]
+        argv += ["--model-path", self.target_path, "--compiled-model-path", self.out_dir]
+        for key, value in self.target_kwargs.items():
+            if key == "on_device_sampling_config":
+                argv += ["--on-device-sampling", "--top-k", str(value["top_k"])]
+                if value.get("do_sample"):
+                    argv.append("--do-sample")
+            elif value is True:
+                argv.append(_flag(key))
+            elif value is not False:
+                argv += [_flag(key), str(value)]
+        if self.draft_path is not None:
+            argv += ["--draft-model-path", self.draft_path]
+        return [*argv, "--compile-only", "--prompt", DEMO_PROMPT]
+
+    def destinations(self) -> dict[str, Any]:
+        base = f"s3://{self.bucket}/"
+        checkpoints = {self.target_key: base + checkpoint_prefix(self.target.hf_id, self.target.revision)}
+        if self.draft is not None and self.draft_key is not None:
+            checkpoints[self.draft_key] = base + checkpoint_prefix(self.draft.hf_id, self.draft.revision)
+        return {
+            "bucket": self.bucket,
+            "artifacts": base + artifact_prefix(self.digest),
+            "manifest": base + artifact_prefix(self.digest) + MANIFEST_NAME,
+            "checkpoints": checkpoints,
+        }
+
+    def expected(self) -> dict[str, Any]:
+        """What the serving init step compares the mounted manifest with."""
+        return {"digest": self.digest, "inputs": self.inputs, "profile": self.profile}
+
+    def check_mounted_argv(self) -> list[str]:
+        return [
+            "python3",
+            "-m",
+            "model_build.check_mounted",
+            "--dir",
+            f"{self.models_root.rstrip('/')}/{artifact_prefix(self.digest)}".rstrip("/"),
+            "--expected-json",
+            json.dumps(self.expected(), sort_keys=True, separators=(",", ":")),
+        ]
+
+    def commands(self) -> dict[str, str]:
+        return {
+            "build": build_command(self.profile),
+            "stage": "python -m model_build stage-checkpoints "
+            + " ".join(f"--model {k}" for k in (self.target_key, self.draft_key) if k),
+            "compile": f"python -m model_build compile {self.profile} --out {shlex.quote(self.out_dir)}",
+            "publish": f"python -m model_build publish {self.profile} --from {shlex.quote(self.out_dir)}",
+            "verify": f"python -m model_build verify {self.profile} --deep",
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        fused = None
+        if self.draft_path is not None:
+            fused = {
+                "worker_cls": f"{self.model.class_name}._model_cls",
+                "draft_config": "draft InferenceConfig (below)",
+                "draft_model_path": self.draft_path,
+            }
+        return {
+            "profile": self.profile,
+            "digest": self.digest,
+            "inputs": self.inputs,
+            "image": self.image,
+            "nxdi": {
+                "release": self.nxdi_release,
+                "checked_against": CHECKED_NXDI_RELEASE,
+                "application_class": self.model.qualified_name,
+                "target": {
+                    "model": self.target.hf_id,
+                    "model_path": self.target_path,
+                    "neuron_config": self.target_kwargs,
+                },
+                "draft": None
+                if self.draft is None
+                else {"model": self.draft.hf_id, "model_path": self.draft_path, "neuron_config": self.draft_kwargs},
+                "fused_spec_config": fused,
+                "compiled_model_path": self.out_dir,
+            },
+            "inference_demo": self.inference_demo_argv(),
+            "destinations": self.destinations(),
+            "check_mounted": self.check_mounted_argv(),
+            "commands": self.commands(),
+        }
+
+    def render(self) -> str:
+        cls = self.model.class_name
+        lines = [
+            f"profile {self.profile}: artifact digest {self.digest}",
+            f"image   {self.image} (Neuron SDK {self.sdk_version}, NxDI {self.nxdi_release or 'unknown'})",
+        ]
+        if self.nxdi_release != CHECKED_NXDI_RELEASE:
+            lines.append(
+                f"warning: keyword arguments were checked against NxDI {CHECKED_NXDI_RELEASE} (SDK 2.26) only; "
+                f"re-check them for SDK {self.sdk_version} (NeuronConfig ignores unknown keys)"
+            )
+        lines += ["", f"target  {self.target.hf_id}@{self.target.revision}", f"        from {self.target_path}"]
+        lines += _call("neuron_config = " + cls + ".get_neuron_config_cls()", self.target_kwargs)
+        lines.append(f"config = {cls}.get_config_cls()(neuron_config, load_config=load_pretrained_config(TARGET_PATH))")
+        if self.draft is not None and self.draft_kwargs is not None:
+            lines += ["", f"draft   {self.draft.hf_id}@{self.draft.revision}", f"        from {self.draft_path}"]
+            lines += [
+                "draft_neuron_config = copy.deepcopy(neuron_config)",
+                "draft_neuron_config.speculation_length = 0",
+                "draft_neuron_config.enable_fused_speculation = False",
+                "  # i.e. the equivalent of",
+            ]
+            lines += ["  " + line for line in _call(cls + ".get_neuron_config_cls()", self.draft_kwargs)]
+            lines.append(
+                f"draft_config = {cls}.get_config_cls()(draft_neuron_config, load_config=load_pretrained_config(DRAFT_PATH))"
+            )
+            lines.append(
+                f"config.fused_spec_config = FusedSpecNeuronConfig({cls}._model_cls, draft_config=draft_config, "
+                "draft_model_path=DRAFT_PATH)"
+            )
+        lines += [f"model = {cls}(TARGET_PATH, config)", f"model.compile({self.out_dir!r})", ""]
+        lines.append("equivalent NxDI command line:")
+        lines.append("  " + shlex.join(self.inference_demo_argv()))
+        dest = self.destinations()
+        lines += ["", "S3 destinations:", f"  artifact     {dest['artifacts']}  ({MANIFEST_NAME} written last)"]
+        lines += [f"  checkpoint   {url}  ({key})" for key, url in dest["checkpoints"].items()]
+        lines += ["", "commands:"] + [f"  {name:<8} {cmd}" for name, cmd in self.commands().items()]
+        return "\n".join(lines) + "\n"
+
+
+def build_plan(
+    config: DeploymentConfig,
+    profile: ServingProfile,
+    *,
+    models_root: str = DEFAULT_MODELS_ROOT,
+    out_dir: str | None = None,
+    bucket: str | None = None,
+) -> BuildPlan:
+    if profile.decoding.method not in ("none", "fused-draft"):
+        raise BuildError(
+            f"profile {profile.name} decodes with {profile.decoding.method!r}; model_build compiles plain (none) and "
+            "fused-draft profiles only. Use decoding.method fused-draft, or let vLLM compile EAGLE artifacts itself"
+        )
+    target = config.models[profile.target]
+    model = MODEL_FAMILIES.get(target.tokenizer_family)
+    if model is None:
+        raise BuildError(
+            f"no NxDI model class is known for family {target.tokenizer_family!r} (model {profile.target}); "
+            f"model_build knows {', '.join(sorted(MODEL_FAMILIES))}: add the family to model_build/plan.py MODEL_FAMILIES"
+        )
+    inputs = artifact_inputs(config, profile)
+    digest = digest_of(inputs)
+    target_kwargs = target_neuron_config(config, profile)
+    draft_key = draft = draft_path = draft_kwargs = None
+    if isinstance(profile.decoding, DraftSpeculation):
+        draft_key = profile.decoding.draft
+        draft = config.models[draft_key]
+        if draft.tokenizer_family != target.tokenizer_family:
+            raise BuildError(
+                f"profile {profile.name}: fused speculation runs the draft {draft_key} with the target's model class "
+                f"({model.class_name}); pick a draft of family {target.tokenizer_family!r}"
+            )
+        draft_path = model_path(models_root, draft)
+        draft_kwargs = draft_neuron_config(target_kwargs)
+    sdk = profile.image.sdk_version
+    return BuildPlan(
+        profile=profile.name,
+        digest=digest,
+        inputs=inputs,
+        image=profile.image.uri,
+        sdk_version=sdk,
+        nxdi_release=NXDI_RELEASE_BY_SDK.get(".".join(sdk.split(".")[:2])),
+        model=model,
+        target_key=profile.target,
+        target=target,
+        target_path=model_path(models_root, target),
+        target_kwargs=target_kwargs,
+        draft_key=draft_key,
+        draft=draft,
+        draft_path=draft_path,
+        draft_kwargs=draft_kwargs,
+        out_dir=out_dir or DEFAULT_OUT.format(digest=digest),
+        models_root=models_root,
+        bucket=bucket or config.models_bucket_name("<account>"),
+    )
+
+
+def _flag(kwarg: str) -> str:
+    return "--" + kwarg.replace("_", "-")
+
+
+def _call(head: str, kwargs: dict[str, Any]) -> list[str]:
+    lines = [f"{head}("]
+    for key, value in kwargs.items():
+        if key == "on_device_sampling_config":
+            inner = ", ".join(f"{k}={v!r}" for k, v in value.items())
+            lines.append(f"    {key}=OnDeviceSamplingConfig({inner}),")
+        else:
+            shown = json.dumps(value) if isinstance(value, str) else repr(value)
+            lines.append(f"    {key}={shown},")
+    return [*lines, ")"]

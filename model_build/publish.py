@@ -1,0 +1,201 @@
+"""Publish a tree (a compiled artifact or a staged checkpoint) to its S3 prefix, manifest.json last.
+
+The manifest is the commit point: serving only trusts a prefix that has one, and publish writes it
+only after HeadObject has confirmed every object it lists. So:
+- a publish that dies leaves no manifest: nothing half-written is ever served; re-running resumes;
+- a prefix that already has a manifest is never overwritten (serving may be reading it); a re-publish
+  of the same content only checks (and repairs missing objects), sending no data;
+- two publishers of the same content both end with the same complete prefix: the manifest is created
+  with an S3 conditional write (If-None-Match: *), the loser compares and accepts identical content.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from model_build.digest import artifact_prefix
+from model_build.errors import EXIT_MISMATCH, BuildError, build_command
+from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, BuildRecord, Manifest, ManifestFile, mismatches
+from model_build.plan import BuildPlan
+from model_build.transfer import LocalFile, S3Store, TransferStats, hash_files, list_tree
+
+
+@dataclass
+class PublishResult:
+    url: str
+    manifest: Manifest
+    stats: TransferStats
+    already_published: bool  # a manifest with the same content was there before this run
+    wrote_manifest: bool  # this run created manifest.json
+
+    def summary(self) -> str:
+        s = self.stats
+        state = "already published" if self.already_published else "published"
+        return (
+            f"{state}: {self.url} ({len(self.manifest.files)} files, {self.manifest.total_bytes} bytes); "
+            f"this run sent {s.bytes_sent} bytes in {s.objects_uploaded} objects, reused {s.bytes_reused} bytes "
+            f"of interrupted uploads, skipped {s.objects_skipped} objects already present"
+        )
+
+
+def _excluded(rel: str) -> bool:
+    return rel == MANIFEST_NAME or rel.endswith(".tmp") or rel.startswith(".cache/")
+
+
+GUARD_INTERVAL_S = 2.0
+
+
+class ManifestAppeared(BuildError):
+    """Another publisher committed this prefix while we were uploading: stop writing to it."""
+
+
+def read_manifest(store: S3Store, key: str) -> Manifest | None:
+    text = store.get_text(key)
+    if text is None:
+        return None
+    try:
+        return Manifest.from_json(text)
+    except (ValueError, TypeError, KeyError) as err:
+        raise BuildError(f"{store.url(key)} is not a readable manifest ({err})", EXIT_MISMATCH) from None
+
+
+def manifest_guard(store: S3Store, key: str, interval: float | None = None) -> Callable[[], None]:
+    """Before writes, at most every `interval` seconds: has someone committed the prefix? Then stop.
+
+    Narrows (cannot close) the window in which a publisher with other content, started before the
+    commit, could still overwrite a committed object; the serving check and verify catch the rest.
+    """
+    interval = GUARD_INTERVAL_S if interval is None else interval
+    lock = threading.Lock()
+    last = [-interval - 1.0]
+
+    def guard() -> None:
+        with lock:
+            now = time.monotonic()
+            if now - last[0] < interval:
+                return
+            last[0] = now
+        if store.head(key) is not None:
+            raise ManifestAppeared(f"{store.url(key)} appeared while uploading")
+
+    return guard
+
+
+def publish_tree(
+    store: S3Store,
+    prefix: str,
+    root: Path,
+    make_manifest: Callable[[list[ManifestFile]], Manifest],
+    *,
+    what: str,
+) -> PublishResult:
+    store.ensure_bucket()
+    url = store.url(prefix)
+    key = prefix + MANIFEST_NAME
+    paths = list_tree(root, exclude=_excluded)
+    if not paths:
+        raise BuildError(f"{root} holds no files to publish")
+    before = store.totals.as_dict()
+
+    def this_run() -> TransferStats:  # everything the store did since this publish began, even across an abort
+        return TransferStats(**{k: v - before[k] for k, v in store.totals.as_dict().items()})
+
+    files: list[LocalFile] | None = None
+
+    existing = read_manifest(store, key)
+    existed_before = existing is not None
+    if existing is None:
+        try:
+            files, _ = store.upload_tree(prefix, root, paths, guard=manifest_guard(store, key))
+        except ManifestAppeared:
+            existing = read_manifest(store, key)  # another publisher won: compare with it below
+        else:
+            manifest = make_manifest(_entries(files))
+            problems = store.check_present(prefix, manifest.files)
+            if problems:
+                raise BuildError(
+                    f"after uploading, {url} does not hold what was uploaded, so no manifest was written: "
+                    + "; ".join(problems[:5])
+                    + ". Another publisher may be writing different content there; stop it and re-run",
+                    EXIT_MISMATCH,
+                )
+            if store.put_if_absent(key, manifest.to_json().encode()):
+                return PublishResult(url, manifest, this_run(), already_published=False, wrote_manifest=True)
+            existing = read_manifest(store, key)  # lost the race to commit: compare with the winner
+        if existing is None:
+            raise BuildError(f"{store.url(key)} vanished while publishing; re-run")
+
+    # The prefix is committed. Never change what it serves; only restore objects it lists, byte for byte.
+    if files is None:
+        files = hash_files(root, paths, store.settings, stream=store.stream)
+    manifest = make_manifest(_entries(files))
+    if not existing.same_content(manifest):
+        diffs = "; ".join(manifest.differences(existing))
+        raise BuildError(
+            f"{url} already holds a complete {what} (manifest of {existing.created_at}) that differs from {root}: "
+            f"{diffs}. Serving may be reading it, so publish never overwrites it. To replace it on purpose, "
+            f"delete it first (aws s3 rm --recursive {url}) and re-run",
+            EXIT_MISMATCH,
+        )
+    repaired = store.upload(prefix, files)  # HeadObject on every object: sends data only for missing ones
+    if repaired.objects_uploaded:
+        _confirm(store, prefix, existing, url)
+    return PublishResult(url, existing, this_run(), already_published=existed_before, wrote_manifest=False)
+
+
+def _entries(files: list[LocalFile]) -> list[ManifestFile]:
+    return [ManifestFile(f.path, f.size, f.sha256) for f in files]
+
+
+def _confirm(store: S3Store, prefix: str, manifest: Manifest, url: str) -> None:
+    problems = store.check_present(prefix, manifest.files)
+    if problems:
+        raise BuildError(
+            f"{url} has a manifest but its objects disagree with it: "
+            + "; ".join(problems[:5])
+            + ". Run python -m model_build verify --deep; delete the prefix and publish again if it fails",
+            EXIT_MISMATCH,
+        )
+
+
+def read_build_record(from_dir: Path, plan: BuildPlan) -> BuildRecord:
+    compile_cmd = f"python -m model_build compile {plan.profile} --out {from_dir}"
+    if not from_dir.is_dir():
+        raise BuildError(f"--from {from_dir} is not a directory; pass the --out directory of compile")
+    path = from_dir / BUILD_RECORD_NAME
+    if not path.is_file():
+        raise BuildError(
+            f"{from_dir} has no {BUILD_RECORD_NAME}, so it is not a finished compile (compile writes it last). "
+            f"Compile first: {compile_cmd}, or run {build_command(plan.profile)}"
+        )
+    try:
+        record = BuildRecord.from_json(path.read_text())
+    except (ValueError, TypeError) as err:
+        raise BuildError(f"{path} is unreadable ({err}); recompile: {compile_cmd}") from None
+    stand_in = Manifest(digest=record.digest, inputs=record.inputs, files=[], created_at=record.created_at)
+    problems = mismatches(stand_in, plan.digest, plan.inputs)
+    if problems:
+        raise BuildError(
+            f"{from_dir} was compiled for different inputs than profile {plan.profile} needs:\n"
+            + "\n".join(f"  - {p}" for p in problems)
+            + f"\nRecompile it: {compile_cmd}   (or {build_command(plan.profile)})",
+            EXIT_MISMATCH,
+        )
+    return record
+
+
+def publish_artifact(store: S3Store, plan: BuildPlan, from_dir: Path) -> PublishResult:
+    """Publish a compile's output to artifacts/<digest>/ after checking it was built for this profile."""
+    record = read_build_record(from_dir, plan)
+
+    def make_manifest(files: list[ManifestFile]) -> Manifest:
+        # Timestamps come from the build record, so every publisher of one compile writes identical bytes.
+        return Manifest(
+            digest=plan.digest, inputs=plan.inputs, files=files, created_at=record.created_at, builder=record.builder
+        )
+
+    return publish_tree(store, artifact_prefix(plan.digest), from_dir, make_manifest, what="artifact")

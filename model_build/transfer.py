@@ -1,0 +1,697 @@
+"""S3 transfers for compiled artifacts and staged checkpoints: parallel, idempotent, resumable.
+
+- Every object carries its SHA-256 as metadata (x-amz-meta-sha256) and is uploaded with S3's SHA256
+  checksum (per request or per part), so S3 rejects bytes damaged in transit.
+- An object already present with the same size and sha256 metadata is skipped after one HeadObject:
+  republishing an unchanged tree sends no data.
+- Large files go up as multipart uploads of `part_size` bytes. An interrupted upload is resumed: parts
+  S3 already holds are reused when their size and checksum (SHA-256, or the MD5 ETag S3 gives parts
+  under SSE-S3) match the local bytes, so a re-run re-sends only what is missing. Abandoned uploads are
+  removed by the bucket's lifecycle rule (stacks/constructs/model_bucket.py), never by us: another
+  publisher may still be using them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import math
+import os
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from model_build.errors import BuildError
+from model_build.progress import DEFAULT_LOG_INTERVAL_S, Progress
+
+MIB = 1 << 20
+MIN_PART_SIZE = 5 * MIB  # S3's minimum for every part but the last
+MAX_PARTS = 10_000  # S3's maximum parts per upload
+DEFAULT_PART_SIZE = 16 * MIB  # s3transfer uses 8; 16 halves the requests, still 160 GB per object
+DEFAULT_CONCURRENCY = 8
+SHA256_META = "sha256"  # user metadata key: x-amz-meta-sha256
+_READ_CHUNK = 8 * MIB
+_MAX_RESTARTS = 2
+
+
+class FileEntry(Protocol):
+    """Anything with a relative path, size and sha256: a LocalFile or a manifest.ManifestFile."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def sha256(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class TransferSettings:
+    part_size: int = DEFAULT_PART_SIZE
+    concurrency: int = DEFAULT_CONCURRENCY
+    progress_interval: float = DEFAULT_LOG_INTERVAL_S
+
+    def __post_init__(self) -> None:
+        if self.part_size < MIN_PART_SIZE:
+            raise BuildError(
+                f"part size {self.part_size} bytes is below S3's minimum of {MIN_PART_SIZE} (5 MiB); "
+                "pass --part-size-mib 5 or more"
+            )
+        if not 1 <= self.concurrency <= 64:
+            raise BuildError(f"concurrency {self.concurrency} is outside 1..64; pass --concurrency 8")
+
+    def part_size_for(self, size: int) -> int:
+        """The configured part size, raised (in whole MiB) when a file would need more than 10,000 parts."""
+        if size <= self.part_size * MAX_PARTS:
+            return self.part_size
+        return math.ceil(size / MAX_PARTS / MIB) * MIB
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    path: str  # relative to the tree root, "/" separated
+    abspath: Path
+    size: int
+    sha256: str
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class RemoteObject:
+    size: int
+    sha256: str | None  # None when the object has no x-amz-meta-sha256 (not written by model_build)
+
+
+@dataclass
+class TransferStats:
+    """What one upload did. bytes_sent counts request bodies S3 accepted (botocore retries excluded)."""
+
+    bytes_sent: int = 0
+    bytes_reused: int = 0  # parts of an interrupted upload found on S3 and not sent again
+    objects_uploaded: int = 0
+    objects_skipped: int = 0  # already present with matching size and sha256
+    parts_sent: int = 0
+    parts_reused: int = 0
+    parent: TransferStats | None = field(default=None, repr=False, compare=False)  # also receives every add
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
+        if self.parent is not None:
+            self.parent.add(**counts)
+
+    @staticmethod
+    def counters() -> tuple[str, ...]:
+        return ("bytes_sent", "bytes_reused", "objects_uploaded", "objects_skipped", "parts_sent", "parts_reused")
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in self.counters()}
+
+
+def sha256_b64(data: bytes) -> str:
+    return base64.b64encode(hashlib.sha256(data).digest()).decode()
+
+
+def list_tree(root: Path, *, exclude: Callable[[str], bool] = lambda _: False) -> list[str]:
+    """Relative "/" paths of every regular file under root, sorted, minus the excluded ones."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            full = Path(dirpath) / name
+            rel = full.relative_to(root).as_posix()
+            if full.is_file() and not exclude(rel):
+                out.append(rel)
+    return sorted(out)
+
+
+def _hash_one(root: Path, rel: str, progress: Progress | None = None) -> LocalFile:
+    full = root / rel
+    before = full.stat()
+    h = hashlib.sha256()
+    with full.open("rb") as f:
+        while block := f.read(_READ_CHUNK):
+            h.update(block)
+            if progress is not None:
+                progress.advance(len(block))
+    return LocalFile(rel, full, before.st_size, h.hexdigest(), before.st_mtime_ns)
+
+
+def _hashers(settings: TransferSettings) -> int:
+    """Files hashed at once: hashing is CPU-bound (it releases the GIL), so about one per core."""
+    return max(1, min(settings.concurrency // 2, os.cpu_count() or 1))
+
+
+def hash_files(
+    root: Path, paths: Sequence[str], settings: TransferSettings, *, stream: TextIO | None = None
+) -> list[LocalFile]:
+    """SHA-256 of every file, in parallel."""
+    total = sum((root / p).stat().st_size for p in paths)
+    progress = Progress("hashing", total, stream=stream, interval=settings.progress_interval)
+    try:
+        with ThreadPoolExecutor(_hashers(settings)) as pool:
+            return list(pool.map(lambda rel: _hash_one(root, rel, progress), paths))
+    finally:
+        progress.close()
+
+
+@dataclass
+class _Multipart:
+    key: str
+    file: LocalFile
+    upload_id: str
+    part_size: int
+    count: int
+    existing: dict[int, dict[str, Any]]  # parts S3 already holds for this upload (resume)
+    results: dict[int, dict[str, Any]] = field(default_factory=dict)
+    remaining: int = 0
+    gone: bool = False  # completed or aborted by another publisher
+
+    def part_range(self, number: int) -> tuple[int, int]:
+        offset = (number - 1) * self.part_size
+        return offset, min(self.part_size, self.file.size - offset)
+
+
+class _Stopped(Exception):
+    """A queued task saw that the transfer is being abandoned."""
+
+
+class _RestartFresh(Exception):
+    def __init__(self, file: LocalFile) -> None:
+        self.file = file
+
+
+class S3Store:
+    """One bucket, seen through a boto3 S3 client (any object with the same methods, e.g. a test wrapper)."""
+
+    def __init__(
+        self, client: Any, bucket: str, settings: TransferSettings | None = None, *, stream: TextIO | None = None
+    ) -> None:
+        self.client = client
+        self.bucket = bucket
+        self.settings = settings or TransferSettings()
+        self.stream = stream
+        self.totals = TransferStats()  # everything this store did, kept even when an upload fails
+
+    def url(self, key: str = "") -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    # --- small operations ------------------------------------------------------------------------
+
+    def ensure_bucket(self) -> None:
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except Exception as err:
+            status = _status(err)
+            if status == 404:
+                raise BuildError(
+                    f"bucket {self.bucket} does not exist (or is in another account or region); deploy the Models "
+                    "stack (make deploy) or pass --bucket NAME"
+                ) from None
+            if status == 403:
+                raise BuildError(
+                    f"access to bucket {self.bucket} is denied for the current AWS credentials; use the deployer "
+                    "role locally, or run in the cluster where the model-build Pod Identity role grants it"
+                ) from None
+            raise
+
+    def head(self, key: str) -> RemoteObject | None:
+        try:
+            r = self.client.head_object(Bucket=self.bucket, Key=key)
+        except Exception as err:
+            if _status(err) == 404:
+                return None
+            raise self._denied(err, key) from err
+        return RemoteObject(int(r["ContentLength"]), (r.get("Metadata") or {}).get(SHA256_META))
+
+    def get_text(self, key: str) -> str | None:
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+        except Exception as err:
+            if _status(err) == 404:
+                return None
+            raise self._denied(err, key) from err
+        with body:
+            return body.read().decode()
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create the object only if no object has that key (S3 conditional write); False if one exists."""
+        try:
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=data,
+                ContentLength=len(data),
+                IfNoneMatch="*",
+                Metadata={SHA256_META: hashlib.sha256(data).hexdigest()},
+                ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=sha256_b64(data),
+                ContentType="application/json",
+            )
+        except Exception as err:
+            if _status(err) in (409, 412):  # ConditionalRequestConflict, PreconditionFailed
+                return False
+            raise self._denied(err, key) from err
+        return True
+
+    def list_sizes(self, prefix: str) -> dict[str, int]:
+        """Size of every object under prefix (ListObjectsV2: one request per 1,000 keys)."""
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+            return {o["Key"]: int(o["Size"]) for page in pages for o in page.get("Contents", [])}
+        except Exception as err:
+            raise self._denied(err, prefix) from err
+
+    def _denied(self, err: Exception, key: str) -> Exception:
+        if _status(err) == 403:
+            return BuildError(
+                f"access denied to {self.url(key)}; the credentials in use lack S3 permissions on this prefix "
+                "(in the cluster the model-build Pod Identity role grants them)"
+            )
+        return err
+
+    def _map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        with ThreadPoolExecutor(self.settings.concurrency) as pool:
+            return list(pool.map(fn, items))
+
+    # --- checks ----------------------------------------------------------------------------------
+
+    def check_present(self, prefix: str, files: Sequence[FileEntry]) -> list[str]:
+        """HeadObject every file: problems name the file (missing, wrong size, wrong sha256 metadata)."""
+        remote = self._map(lambda f: self.head(prefix + f.path), files)
+        problems = []
+        for f, r in zip(files, remote, strict=True):
+            if r is None:
+                problems.append(f"{f.path}: missing from {self.url(prefix)}")
+            elif r.size != f.size:
+                problems.append(f"{f.path}: size is {r.size} bytes, expected {f.size}")
+            elif r.sha256 != f.sha256:
+                problems.append(f"{f.path}: sha256 metadata is {r.sha256 or 'absent'}, expected {f.sha256}")
+        return problems
+
+    def check_content(self, prefix: str, files: Sequence[FileEntry]) -> list[str]:
+        """Stream every object and hash it: problems name the file whose bytes differ from the list."""
+        progress = Progress(
+            "verifying", sum(f.size for f in files), stream=self.stream, interval=self.settings.progress_interval
+        )
+
+        def one(f: FileEntry) -> str | None:
+            key = prefix + f.path
+            try:
+                body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+            except Exception as err:
+                if _status(err) == 404:
+                    return f"{f.path}: missing from {self.url(prefix)}"
+                raise self._denied(err, key) from err
+            h, size = hashlib.sha256(), 0
+            with body:
+                for chunk in body.iter_chunks(_READ_CHUNK):
+                    h.update(chunk)
+                    size += len(chunk)
+                    progress.advance(len(chunk))
+            if size != f.size:
+                return f"{f.path}: object has {size} bytes, expected {f.size} (truncated or replaced)"
+            if h.hexdigest() != f.sha256:
+                return f"{f.path}: content sha256 is {h.hexdigest()}, expected {f.sha256} (corrupted or replaced)"
+            return None
+
+        try:
+            return [p for p in self._map(one, files) if p]
+        finally:
+            progress.close()
+
+    # --- upload ----------------------------------------------------------------------------------
+
+    def upload(
+        self, prefix: str, files: Sequence[LocalFile], *, guard: Callable[[], None] | None = None
+    ) -> TransferStats:
+        """Upload hashed files under prefix, skipping objects that already match; resume interrupted ones."""
+        return self._transfer(prefix, list(files), None, [], guard)[1]
+
+    def upload_tree(
+        self, prefix: str, root: Path, paths: Sequence[str], *, guard: Callable[[], None] | None = None
+    ) -> tuple[list[LocalFile], TransferStats]:
+        """Hash and upload in one pass: a few files are hashed at a time while earlier ones are uploading."""
+        return self._transfer(prefix, [], root, list(paths), guard)
+
+    def _transfer(
+        self,
+        prefix: str,
+        hashed: list[LocalFile],
+        root: Path | None,
+        to_hash: list[str],
+        guard: Callable[[], None] | None,
+    ) -> tuple[list[LocalFile], TransferStats]:
+        """The one upload engine: a thread pool fed by the main thread, which owns all bookkeeping.
+
+        Tasks: hash a file -> (its size matches a listed object) HeadObject -> PutObject, or
+        CreateMultipartUpload / resume -> UploadPart x N -> CompleteMultipartUpload. `guard` runs before
+        each write; publish uses it to stop if another publisher commits the prefix meanwhile.
+        """
+        stats = TransferStats(parent=self.totals)
+        sizes = self.list_sizes(prefix)
+        check = guard or (lambda: None)
+        hash_bytes = sum((root / rel).stat().st_size for rel in to_hash) if root is not None else 0
+        progress = Progress(
+            "publishing" if to_hash else "uploading",
+            hash_bytes,
+            stream=self.stream,
+            interval=self.settings.progress_interval,
+        )
+        stop = threading.Event()
+        pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="s3-upload")
+        pending: dict[Future[Any], tuple[str, str, LocalFile | None, _Multipart | None]] = {}
+        restarts: dict[str, int] = {}
+        results: dict[str, LocalFile] = {}
+        queue = deque(to_hash)
+        hashing = 0
+
+        def submit(kind: str, path: str, f: LocalFile | None, mpu: _Multipart | None, fn: Any, *args: Any) -> None:
+            pending[pool.submit(fn, *args)] = (kind, path, f, mpu)
+
+        def start(f: LocalFile, *, resume: bool = True) -> None:
+            progress.add_total(f.size)
+            key = prefix + f.path
+            if f.size <= self.settings.part_size_for(f.size):
+                submit("object", f.path, f, None, self._put_small, key, f, stats, progress, stop, check)
+            else:
+                submit("start", f.path, f, None, self._start_multipart, key, f, resume, stop, check)
+
+        def decide(f: LocalFile) -> None:
+            results[f.path] = f
+            if sizes.get(prefix + f.path) == f.size:
+                submit("head", f.path, f, None, self.head, prefix + f.path)
+            else:
+                start(f)
+
+        def feed_hashers() -> None:
+            nonlocal hashing
+            while queue and hashing < _hashers(self.settings):
+                rel = queue.popleft()
+                hashing += 1
+                submit("hash", rel, None, None, _hash_one, root, rel, progress)
+
+        try:
+            for f in hashed:
+                decide(f)
+            feed_hashers()
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    kind, path, f, mpu = pending.pop(fut)
+                    try:
+                        result = fut.result()
+                    except _RestartFresh:
+                        assert f is not None
+                        restarts[path] = restarts.get(path, 0) + 1
+                        if restarts[path] > _MAX_RESTARTS:
+                            raise BuildError(
+                                f"{self.url(prefix + path)} keeps changing under this upload; another publisher "
+                                "with different content is writing the same prefix. Stop it, then re-run"
+                            ) from None
+                        start(f, resume=False)
+                        continue
+                    except Exception as err:
+                        raise _upload_failed(path, self.url(prefix), err) from err
+                    if kind == "hash":
+                        hashing -= 1
+                        decide(result)
+                        feed_hashers()
+                    elif kind == "head":
+                        assert f is not None
+                        if result is not None and result.size == f.size and result.sha256 == f.sha256:
+                            stats.add(objects_skipped=1)
+                        else:
+                            start(f)
+                    elif kind == "start":
+                        mpu = result
+                        for number in range(1, mpu.count + 1):
+                            submit("part", path, f, mpu, self._send_part, mpu, number, stats, progress, stop, check)
+                    elif kind == "part":
+                        assert mpu is not None
+                        mpu.remaining -= 1
+                        if mpu.remaining == 0:
+                            submit("complete", path, f, mpu, self._complete, mpu, stop)
+                    else:  # "object" or "complete"
+                        stats.add(objects_uploaded=1)
+        except BaseException:
+            stop.set()
+            for fut in pending:
+                fut.cancel()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            if progress.total:
+                progress.close()
+        order = [f.path for f in hashed] + to_hash
+        return [results[p] for p in order], stats
+
+    def _put_small(
+        self,
+        key: str,
+        f: LocalFile,
+        stats: TransferStats,
+        progress: Progress,
+        stop: threading.Event,
+        guard: Callable[[], None],
+    ) -> None:
+        if stop.is_set():
+            raise _Stopped
+        guard()
+        data = f.abspath.read_bytes()
+        if len(data) != f.size or hashlib.sha256(data).hexdigest() != f.sha256:
+            raise _changed(f)
+        self.client.put_object(
+            Bucket=self.bucket,
+            Key=key,
+            Body=io.BytesIO(data),  # a stream, so botocore sends Expect: 100-continue like s3transfer does
+            ContentLength=len(data),
+            Metadata={SHA256_META: f.sha256},
+            ChecksumAlgorithm="SHA256",
+            ChecksumSHA256=base64.b64encode(bytes.fromhex(f.sha256)).decode(),
+        )
+        stats.add(bytes_sent=len(data))
+        progress.advance(len(data))
+
+    def _start_multipart(
+        self, key: str, f: LocalFile, resume: bool, stop: threading.Event, guard: Callable[[], None]
+    ) -> _Multipart:
+        if stop.is_set():
+            raise _Stopped
+        guard()
+        part_size = self.settings.part_size_for(f.size)
+        count = math.ceil(f.size / part_size)
+        upload_id, existing = self._resumable_upload(key, f, part_size, count) if resume else (None, {})
+        if upload_id is None:
+            upload_id = self.client.create_multipart_upload(
+                Bucket=self.bucket, Key=key, Metadata={SHA256_META: f.sha256}, ChecksumAlgorithm="SHA256"
+            )["UploadId"]
+        return _Multipart(key, f, upload_id, part_size, count, existing, remaining=count)
+
+    def _resumable_upload(
+        self, key: str, f: LocalFile, part_size: int, count: int
+    ) -> tuple[str | None, dict[int, dict[str, Any]]]:
+        """The in-progress upload of this key whose parts fit this file's layout and cover the most of it."""
+        best: tuple[str | None, dict[int, dict[str, Any]]] = (None, {})
+        uploads = [
+            u
+            for page in self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=key)
+            for u in page.get("Uploads", [])
+            if u["Key"] == key
+        ]
+        for u in uploads:
+            try:
+                parts = {
+                    p["PartNumber"]: p
+                    for page in self.client.get_paginator("list_parts").paginate(
+                        Bucket=self.bucket, Key=key, UploadId=u["UploadId"]
+                    )
+                    for p in page.get("Parts", [])
+                }
+            except Exception as err:
+                if _error_code(err) == "NoSuchUpload":
+                    continue
+                raise
+            layout = _Multipart(key, f, "", part_size, count, {})
+            fits = all(1 <= n <= count and p["Size"] == layout.part_range(n)[1] for n, p in parts.items())
+            if fits and len(parts) > len(best[1]):
+                best = (u["UploadId"], parts)
+        return best
+
+    def _send_part(
+        self,
+        mpu: _Multipart,
+        number: int,
+        stats: TransferStats,
+        progress: Progress,
+        stop: threading.Event,
+        guard: Callable[[], None],
+    ) -> None:
+        if stop.is_set():
+            raise _Stopped
+        if mpu.gone:
+            return
+        offset, length = mpu.part_range(number)
+        prior = mpu.existing.get(number)
+        sha = hashlib.sha256()
+        md5 = hashlib.md5(usedforsecurity=False) if prior is not None else None  # to compare with a listed ETag
+        with _FileSlice(mpu.file.abspath, offset, length) as part:  # first pass: checksum; second: send
+            while block := part.read(_READ_CHUNK):
+                sha.update(block)
+                if md5 is not None:
+                    md5.update(block)
+            if part.tell() != length:
+                raise _changed(mpu.file)
+            checksum = base64.b64encode(sha.digest()).decode()
+            if prior is not None and md5 is not None and _same_part(prior, length, checksum, md5.hexdigest()):
+                mpu.results[number] = {"PartNumber": number, "ETag": prior["ETag"], "ChecksumSHA256": checksum}
+                stats.add(parts_reused=1, bytes_reused=length)
+                progress.advance(length)
+                return
+            guard()
+            part.seek(0)
+            try:
+                resp = self.client.upload_part(
+                    Bucket=self.bucket,
+                    Key=mpu.key,
+                    UploadId=mpu.upload_id,
+                    PartNumber=number,
+                    Body=part,  # streamed from the file: memory stays flat whatever the part size
+                    ContentLength=length,
+                    ChecksumAlgorithm="SHA256",
+                    ChecksumSHA256=checksum,
+                )
+            except Exception as err:
+                if _error_code(err) == "NoSuchUpload":
+                    mpu.gone = True
+                    return
+                raise
+        mpu.results[number] = {"PartNumber": number, "ETag": resp["ETag"], "ChecksumSHA256": checksum}
+        stats.add(parts_sent=1, bytes_sent=length)
+        progress.advance(length)
+
+    def _complete(self, mpu: _Multipart, stop: threading.Event) -> None:
+        if stop.is_set():
+            raise _Stopped
+        f = mpu.file
+        now = f.abspath.stat()
+        if (now.st_size, now.st_mtime_ns) != (f.size, f.mtime_ns):
+            raise _changed(f)
+        if not mpu.gone:
+            try:
+                self.client.complete_multipart_upload(
+                    Bucket=self.bucket,
+                    Key=mpu.key,
+                    UploadId=mpu.upload_id,
+                    MultipartUpload={"Parts": [mpu.results[n] for n in sorted(mpu.results)]},
+                )
+            except Exception as err:
+                if _error_code(err) != "NoSuchUpload":
+                    raise
+                mpu.gone = True
+        remote = self.head(mpu.key)
+        if remote is not None and remote.size == f.size and remote.sha256 == f.sha256:
+            return
+        # Another publisher finished or aborted this upload, or the resumed upload carried stale metadata.
+        raise _RestartFresh(f)
+
+
+def _same_part(prior: dict[str, Any], size: int, sha256_b64: str, md5_hex: str) -> bool:
+    if prior.get("Size") != size:
+        return False
+    if prior.get("ChecksumSHA256"):
+        return prior["ChecksumSHA256"] == sha256_b64
+    # S3 (and moto) list parts without checksums in some cases; under SSE-S3 a part's ETag is its MD5.
+    return str(prior.get("ETag", "")).strip('"') == md5_hex
+
+
+class _FileSlice:
+    """A read-only, seekable window onto part of a file: the body of one UploadPart request."""
+
+    def __init__(self, path: Path, offset: int, length: int) -> None:
+        self._file = path.open("rb")
+        self._offset, self._length, self._pos = offset, length, 0
+        self._file.seek(offset)
+
+    def read(self, size: int = -1) -> bytes:
+        left = self._length - self._pos
+        size = left if size is None or size < 0 else min(size, left)
+        data = self._file.read(size)
+        self._pos += len(data)
+        return data
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos, os.SEEK_END: self._length}[whence]
+        self._pos = max(0, min(base + pos, self._length))
+        self._file.seek(self._offset + self._pos)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def __len__(self) -> int:
+        return self._length
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> _FileSlice:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _changed(f: LocalFile) -> BuildError:
+    return BuildError(
+        f"{f.abspath} changed while it was being published; finish or stop whatever writes it, then re-run"
+    )
+
+
+def _upload_failed(path: str, url: str, err: Exception) -> BuildError:
+    if isinstance(err, BuildError):
+        return err
+    return BuildError(
+        f"uploading {path} to {url} failed: {type(err).__name__}: {err}. Nothing was published (no manifest "
+        "was written); re-run the same command: it skips what is already uploaded and resumes partial files"
+    )
+
+
+def _status(err: Exception) -> int | None:
+    response = getattr(err, "response", None)
+    if not isinstance(response, dict):
+        return None
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if status is None and response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        return 404
+    return status
+
+
+def _error_code(err: Exception) -> str | None:
+    response = getattr(err, "response", None)
+    return response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+
+
+def make_s3_client(region: str, settings: TransferSettings) -> Any:
+    """A boto3 S3 client sized for the transfer pool (AWS_ENDPOINT_URL is honoured by boto3 itself)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        region_name=region,
+        config=Config(
+            max_pool_connections=settings.concurrency + 4,
+            retries={"mode": "standard", "max_attempts": 10},
+            connect_timeout=10,
+            read_timeout=120,
+            tcp_keepalive=True,
+        ),
+    )

@@ -1,0 +1,97 @@
+"""The CloudWatch dashboard of the side-by-side benchmark: baseline vs speculative, per test case."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cw
+from constructs import Construct
+
+# Metric names and dimensions written by bench/cloudwatch.py (raw values: CloudWatch computes percentiles).
+ITL, TTFT, E2E, THROUGHPUT = "ITL", "TTFT", "E2ELatency", "RunOutputThroughput"
+PERIOD = Duration.hours(1)
+
+
+class BenchmarkDashboard(Construct):
+    """One row per test case: token-weighted ITL p50/p90 of every variant, the ITL speedup of each
+    speculative variant over the baseline as metric math, TTFT, end-to-end latency and output throughput;
+    on top, NeuronCore utilization of the Trainium2 nodes from Container Insights."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        dashboard_name: str,
+        namespace: str,
+        cluster_name: str,
+        baseline: str,
+        variants: list[str],
+        test_cases: list[tuple[str, str]],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.dashboard = cw.Dashboard(
+            self, "Dashboard", dashboard_name=dashboard_name, default_interval=Duration.days(1)
+        )
+        self.dashboard.add_widgets(
+            cw.TextWidget(
+                markdown=(
+                    f"# {dashboard_name}\nSpeedup = baseline ITL p50 / variant ITL p50 (above 1 is faster). "
+                    "Latencies are token-weighted, from `python -m bench run --cloudwatch`."
+                ),
+                width=24,
+                height=2,
+            ),
+            cw.GraphWidget(
+                title="NeuronCore utilization (Container Insights)",
+                width=24,
+                left=[
+                    cw.MathExpression(
+                        expression=(
+                            "SEARCH('{ContainerInsights,ClusterName,InstanceId,NodeName} "
+                            f'MetricName="node_neuroncore_utilization" ClusterName="{cluster_name}"\', '
+                            "'Average', 60)"
+                        ),
+                        label="",
+                        period=Duration.minutes(1),
+                    )
+                ],
+            ),
+        )
+        others = [v for v in variants if v != baseline]
+
+        def metric(name: str, variant: str, case: str, stat: str) -> cw.Metric:
+            return cw.Metric(
+                namespace=namespace,
+                metric_name=name,
+                dimensions_map={"Variant": variant, "TestCase": case},
+                statistic=stat,
+                period=PERIOD,
+                label=f"{variant} {stat}",
+            )
+
+        for case, kind in test_cases:
+            itl = [metric(ITL, v, case, s) for v in variants for s in ("p50", "p90")]
+            speedups = [
+                cw.MathExpression(
+                    expression="base / spec",
+                    using_metrics={"base": metric(ITL, baseline, case, "p50"), "spec": metric(ITL, v, case, "p50")},
+                    label=f"{v} speedup",
+                    period=PERIOD,
+                )
+                for v in others
+            ]
+            self.dashboard.add_widgets(
+                cw.GraphWidget(title=f"{case} ({kind}): ITL ms", width=8, left=itl),
+                cw.GraphWidget(title=f"{case}: ITL speedup vs {baseline}", width=4, left=speedups),
+                cw.GraphWidget(
+                    title=f"{case}: TTFT / E2E ms (p50)",
+                    width=8,
+                    left=[metric(TTFT, v, case, "p50") for v in variants],
+                    right=[metric(E2E, v, case, "p50") for v in variants],
+                ),
+                cw.GraphWidget(
+                    title=f"{case}: output tok/s",
+                    width=4,
+                    left=[metric(THROUGHPUT, v, case, "Average") for v in variants],
+                ),
+            )

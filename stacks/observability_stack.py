@@ -1,0 +1,25 @@
+"""Observability: the benchmark dashboard (metrics come from the benchmark Job and `bench run --cloudwatch`)."""
+
+from __future__ import annotations
+
+from aws_cdk import Stack
+from constructs import Construct
+
+from bench.prompts import DEFAULT_SUITE
+from config.schema import DeploymentConfig
+from stacks.constructs.benchmark_dashboard import BenchmarkDashboard
+
+
+class ObservabilityStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.dashboard = BenchmarkDashboard(
+            self,
+            "Benchmark",
+            dashboard_name=f"{config.name}-benchmark",
+            namespace=config.observability.metrics_namespace,
+            cluster_name=config.cluster_name,
+            baseline=config.baseline_profile.name,
+            variants=[p.name for p in config.profiles],
+            test_cases=[(c.name, c.kind) for c in DEFAULT_SUITE],
+        )

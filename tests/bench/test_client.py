@@ -1,0 +1,210 @@
+"""The streaming client against real HTTP servers on 127.0.0.1 that stream with known timing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import urllib.request
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench.client import (
+    Target,
+    discover_model,
+    make_session,
+    poisson_arrivals,
+    request_body,
+    run_load,
+    share_by_text,
+)
+from bench.loopback_server import Script
+from bench.results import summarize
+from bench.selfcheck import server_log, truth_from_server
+from tests.bench.conftest import Serve
+
+FAST = {"ttft_s": 0.03, "step_s": 0.005}
+
+
+def _log(url: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(url + "/debug/requests", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def test_request_asks_for_greedy_fixed_length_stream_with_usage() -> None:
+    chat = request_body(Target("http://x", "m", "chat"), "hi", 600)
+    assert chat["messages"] == [{"role": "user", "content": "hi"}] and "prompt" not in chat
+    assert (chat["max_tokens"], chat["min_tokens"], chat["ignore_eos"], chat["temperature"]) == (600, 600, True, 0.0)
+    assert chat["stream"] and chat["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+    plain = request_body(Target("http://x", "m", "completions"), "hi", 5, continuous_usage=False)
+    assert plain["prompt"] == "hi" and plain["stream_options"] == {"include_usage": True}
+    assert Target("http://x/", "m", "completions").url == "http://x/v1/completions"
+
+
+@pytest.mark.parametrize(
+    ("api", "usage", "token_ids", "continuous", "source"),
+    [
+        ("chat", "auto", False, True, "usage_per_chunk"),
+        ("completions", "auto", False, True, "usage_per_chunk"),
+        ("completions", "final", True, True, "token_ids"),
+        ("chat", "final", False, True, "usage_text_share"),
+        ("completions", "auto", False, False, "usage_text_share"),
+        ("completions", "none", False, True, "chunk_count"),
+    ],
+)
+def test_tokens_per_chunk_follow_the_best_source(
+    serve: Serve, api: str, usage: str, token_ids: bool, continuous: bool, source: str
+) -> None:
+    script = Script(pattern=(1, 3, 2, 4), usage=usage, token_ids=token_ids, **FAST)  # type: ignore[arg-type]
+    url = serve(script)
+    load = asyncio.run(
+        run_load(
+            Target(url, "loopback-model", api),  # type: ignore[arg-type]
+            "hi",
+            requests=2,
+            max_tokens=23,
+            concurrency=2,
+            continuous_usage=continuous,
+        )
+    )
+    expected = script.chunk_sizes(23)
+    for r in load.records:
+        assert r.ok and r.token_source == source
+        assert len(r.chunk_tokens) == len(expected) and len(r.chunk_times_s) == len(expected)
+        if source == "chunk_count":  # no usage: one per chunk, flagged
+            assert r.usage_missing and r.output_tokens == len(expected)
+        else:  # the server's count, and the exact split except for the text share of uneven chunks
+            assert not r.usage_missing and r.output_tokens == 23 and sum(r.chunk_tokens) == 23
+            if source != "usage_text_share":
+                assert r.chunk_tokens == expected
+    # the text-share estimate is exact here because every token's text has the same length
+    if source == "usage_text_share":
+        assert load.records[0].chunk_tokens == expected
+
+
+def test_64_streams_match_the_truth_within_one_percent(serve: Serve) -> None:
+    """64 concurrent streams with multi-token chunks (as speculation sends). Truth is the server's actual write
+    times, read on the same CLOCK_MONOTONIC: within 1% for all four means. The script (TTFT 500 ms, one chunk per
+    40 ms) is only a looser sanity check: the server queues a burst of 64 arrivals, and when the machine is
+    busy it falls behind its schedule and catches up, which is its timing, not the client's error."""
+    script = Script(ttft_s=0.5, step_s=0.04, pattern=(1, 3, 2, 4))
+    url = serve(script)
+    tokens = 100
+
+    async def go() -> tuple[Any, Any]:
+        async with make_session(limit=64) as session:
+            target = Target(url, "loopback-model", "completions")
+            await run_load(target, "hi", requests=64, max_tokens=2, concurrency=64, session=session)  # connect
+            load = await run_load(target, "hi", requests=64, max_tokens=tokens, concurrency=64, session=session)
+        return load, await asyncio.to_thread(server_log, url, 64)
+
+    def errors(load: Any, logs: Any) -> dict[str, float]:
+        s = summarize(load.records, duration_s=load.duration_s, max_tokens=tokens)
+        assert s.ok == 64 and s.errors == 0
+        actual = truth_from_server(logs, load)
+        measured = {"ttft": s.ttft_s.mean, "tpot": s.tpot_s.mean, "itl_mean": s.itl_s.mean, "e2e": s.e2e_s.mean}
+        return {k: abs(v - actual[k]) / actual[k] for k, v in measured.items() if v is not None}
+
+    # A second attempt only if the first was disturbed (another process took the CPU): the claim is the
+    # client's accuracy when it gets its CPU, which bench.selfcheck shows on the machine that benchmarks.
+    for _ in range(2):
+        load, logs = asyncio.run(go())
+        worst = errors(load, logs)
+        if max(worst.values()) <= 0.01:
+            break
+    assert max(worst.values()) <= 0.01, worst
+    assert len(worst) == 4
+    s = summarize(load.records, duration_s=load.duration_s, max_tokens=tokens)
+    scripted = script.truth(tokens)
+    assert s.tpot_s.mean == pytest.approx(scripted["tpot"], rel=0.05)
+    assert s.itl_s.mean == pytest.approx(scripted["itl_mean"], rel=0.05)
+    assert s.ttft_s.mean == pytest.approx(scripted["ttft"], rel=0.1)
+    # token weighting: a 4-token chunk after 40 ms is four 10 ms tokens, not one 40 ms gap; per-chunk ITL
+    # (what `vllm bench serve` reports) overstates it by tokens per chunk: 99 tokens in 39 chunks after the first
+    per_chunk_gaps = [b - a for r in load.records for a, b in zip(r.chunk_times_s, r.chunk_times_s[1:], strict=False)]
+    assert statistics.fmean(per_chunk_gaps) / s.itl_s.mean == pytest.approx(99 / 39, rel=0.01)
+
+
+def test_warmup_is_sent_but_not_recorded(serve: Serve) -> None:
+    url = serve(Script(**FAST))
+    before = len(_log(url))
+    load = asyncio.run(
+        run_load(Target(url, "loopback-model", "completions"), "hi", requests=3, max_tokens=4, concurrency=2, warmup=2)
+    )
+    assert len(load.records) == 3
+    assert len(_log(url)) - before == 5
+
+
+def test_errors_are_recorded_not_raised(serve: Serve) -> None:
+    url = serve(Script(fail_every=2, **FAST))
+    load = asyncio.run(
+        run_load(Target(url, "loopback-model", "completions"), "hi", requests=6, max_tokens=4, concurrency=1)
+    )
+    failed = [r for r in load.records if not r.ok]
+    assert len(failed) == 3 and all(r.error and "HTTP 503" in r.error for r in failed)
+    assert summarize(load.records, duration_s=load.duration_s, max_tokens=4).errors == 3
+    closed = asyncio.run(
+        run_load(Target("http://127.0.0.1:9", "m", "completions"), "hi", requests=2, max_tokens=4, concurrency=2)
+    )
+    assert all(r.error and "Connect" in r.error for r in closed.records)
+
+
+def test_rate_mode_follows_seeded_poisson_arrivals(serve: Serve) -> None:
+    arrivals = poisson_arrivals(2000, rate=50.0, seed=7)
+    assert arrivals == poisson_arrivals(2000, rate=50.0, seed=7) != poisson_arrivals(2000, rate=50.0, seed=8)
+    gaps = [b - a for a, b in zip([0.0, *arrivals], arrivals, strict=False)]
+    assert statistics.fmean(gaps) == pytest.approx(1 / 50, rel=0.1)
+    url = serve(Script(**FAST))
+    load = asyncio.run(
+        run_load(Target(url, "loopback-model", "completions"), "hi", requests=10, max_tokens=3, rate=40.0, seed=3)
+    )
+    starts = sorted(r.start_s for r in load.records)
+    for got, planned in zip(starts, poisson_arrivals(10, 40.0, 3), strict=True):
+        assert got == pytest.approx(planned, abs=0.02)
+
+
+def test_load_is_bounded_in_time(serve: Serve) -> None:
+    url = serve(Script(ttft_s=0.05, step_s=0.05))
+    load = asyncio.run(
+        run_load(
+            Target(url, "loopback-model", "completions"),
+            "hi",
+            requests=100,
+            max_tokens=3,
+            concurrency=1,
+            max_duration_s=0.3,
+        )
+    )
+    assert 1 <= len(load.records) <= 4 and load.duration_s < 1.0
+    with pytest.raises(ValueError, match="exactly one"):
+        asyncio.run(run_load(Target(url, "m"), "hi", requests=1, max_tokens=1, concurrency=1, rate=1.0))
+
+
+def test_discover_model(serve: Serve) -> None:
+    url = serve(Script(model="Qwen/Qwen3-32B", **FAST))
+
+    async def go(base: str) -> str:
+        async with make_session() as session:
+            return await discover_model(session, base)
+
+    assert asyncio.run(go(url)) == "Qwen/Qwen3-32B"
+    with pytest.raises(ConnectionError, match="pass --model"):
+        asyncio.run(go("http://127.0.0.1:9"))
+
+
+@given(total=st.integers(0, 2000), lengths=st.lists(st.integers(0, 200), max_size=60))
+def test_text_share_sums_to_the_server_total(total: int, lengths: list[int]) -> None:
+    shares = share_by_text(total, lengths)
+    assert len(shares) == len(lengths) and all(s >= 0 for s in shares)
+    if lengths:
+        assert sum(shares) == (total if total > 0 else 0)
+    if lengths and total >= len(lengths):
+        assert min(shares) >= 1
+
+
+def test_text_share_is_proportional() -> None:
+    assert share_by_text(10, [4, 4, 8, 4]) == [2, 2, 4, 2]
+    assert share_by_text(3, [1, 1, 1]) == [1, 1, 1]

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.report import load_many, markdown, write_report
+from bench.results import BenchResults, save_results
+from tests.bench.conftest import CASES
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_report_writes_markdown_and_plots(bench_results: BenchResults, tmp_path: Path) -> None:
+    results = save_results(bench_results, tmp_path / "run.json")
+    md, latency, speedup = write_report([results], tmp_path / "report")
+    text = md.read_text()
+    for case in CASES:
+        assert f"| {case} | " in text
+    assert "| counting | structured | speculative |" in text
+    assert "structured: geometric-mean TPOT speedup" in text and "open-ended: geometric-mean" in text
+    assert "`baseline` acceptance: not exposed" in text
+    assert "![speedup](speedup.png)" in text and "![latency](latency.png)" in text
+    width, height = _png_size(latency)
+    assert width > 800 and height > 600
+    assert _png_size(speedup)[0] > 600
+
+
+def test_several_results_files_are_labelled(bench_results: BenchResults, tmp_path: Path) -> None:
+    a = save_results(bench_results, tmp_path / "k7.json")
+    b = save_results(bench_results, tmp_path / "k5.json")
+    sources = load_many([a, b])
+    assert [s.label for s in sources] == ["k7", "k5"]
+    text = markdown(sources)
+    assert "## k7" in text and "## k5" in text
+    paths = write_report([a, b], tmp_path / "both")
+    assert all(p.stat().st_size > 0 for p in paths)
+    same_stem = save_results(bench_results, tmp_path / "other" / "k7.json")
+    assert [s.label for s in load_many([a, same_stem])] == ["1:k7", "2:k7"]
+    with pytest.raises(ValueError, match="at least one"):
+        load_many([])

@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench.results import (
+    BenchResults,
+    RequestRecord,
+    ResultsError,
+    Stat,
+    load_results,
+    percentile,
+    save_results,
+    summarize,
+)
+
+
+def _record(times: list[float], tokens: list[int], e2e: float | None = None) -> RequestRecord:
+    return RequestRecord(
+        start_s=0.0,
+        ttft_s=times[0],
+        e2e_s=e2e if e2e is not None else times[-1],
+        output_tokens=sum(tokens),
+        token_source="usage_per_chunk",
+        chunk_times_s=times,
+        chunk_tokens=tokens,
+    )
+
+
+def test_itl_splits_each_gap_over_the_tokens_it_carried() -> None:
+    r = _record([0.1, 0.14, 0.18, 0.22], [1, 4, 1, 2])
+    values, weights = r.itl()
+    assert values == pytest.approx([0.01, 0.04, 0.02]) and weights == [4, 1, 2]
+    # token-weighted mean = decode time / tokens after the first chunk = TPOT when the first chunk is 1 token
+    mean = sum(v * w for v, w in zip(values, weights, strict=True)) / sum(weights)
+    assert mean == pytest.approx(0.12 / 7) == pytest.approx(r.tpot_s)
+
+
+def test_failed_and_one_token_records_have_no_tpot() -> None:
+    assert RequestRecord(start_s=0, error="boom").tpot_s is None
+    assert _record([0.1], [1]).tpot_s is None
+
+
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=50), st.sampled_from([0, 10, 50, 90, 99, 100]))
+def test_unweighted_percentile_matches_numpy(values: list[float], q: int) -> None:
+    assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)), rel=1e-9, abs=1e-6)
+
+
+@given(
+    st.lists(st.tuples(st.integers(-1000, 1000), st.integers(1, 5)), min_size=1, max_size=30),
+    st.sampled_from([1, 10, 50, 90, 99]),
+)
+def test_weighted_percentile_equals_percentile_of_repeated_values(pairs: list[tuple[int, int]], q: int) -> None:
+    values = [float(v) for v, _ in pairs]
+    weights = [w for _, w in pairs]
+    expanded = [v for v, w in pairs for _ in range(w)]
+    assert percentile(values, q, weights) == float(np.percentile(expanded, q, method="inverted_cdf"))
+
+
+def test_summary_counts_errors_short_outputs_and_missing_usage() -> None:
+    ok = _record([0.1, 0.2, 0.3], [1, 1, 1])
+    short = ok.model_copy(update={"output_tokens": 2})
+    counted = ok.model_copy(update={"usage_missing": True})
+    s = summarize([ok, short, counted, RequestRecord(start_s=0, error="x")], duration_s=2.0, max_tokens=3)
+    assert (s.requests, s.ok, s.errors, s.short_outputs, s.usage_missing) == (4, 3, 1, 1, 1)
+    assert s.output_tokens == 8 and s.output_tok_s == 4.0
+    assert s.ttft_s.p50 == pytest.approx(0.1) and s.itl_s.n == 6
+    assert Stat.of([]) == Stat()
+
+
+def test_results_round_trip_and_clear_errors(bench_results: BenchResults, tmp_path: Path) -> None:
+    path = save_results(bench_results, tmp_path / "out" / "r.json")
+    again = load_results(path)
+    assert again == bench_results
+    data = json.loads(path.read_text())
+    data["schema_version"] = 99
+    (tmp_path / "v99.json").write_text(json.dumps(data))
+    with pytest.raises(ResultsError, match="schema_version=99"):
+        load_results(tmp_path / "v99.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ResultsError, match="not JSON"):
+        load_results(tmp_path / "bad.json")
+    with pytest.raises(ResultsError, match="cannot be read"):
+        load_results(tmp_path / "missing.json")
+    data["schema_version"] = 1
+    del data["runs"][0]["summary"]
+    (tmp_path / "partial.json").write_text(json.dumps(data))
+    with pytest.raises(ResultsError, match=r"runs\.0\.summary"):
+        load_results(tmp_path / "partial.json")
+
+
+def test_baseline_is_named_or_first(bench_results: BenchResults) -> None:
+    assert bench_results.baseline == "baseline"
+    renamed = bench_results.model_copy(
+        update={"variants": [v.model_copy(update={"name": f"v{i}"}) for i, v in enumerate(bench_results.variants)]}
+    )
+    assert renamed.baseline == "v0"

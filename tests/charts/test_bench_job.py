@@ -1,0 +1,59 @@
+"""The in-cluster benchmark Job: valid, on the system nodes, hitting every ClusterIP service, pinned client deps."""
+
+from __future__ import annotations
+
+import shlex
+
+import kubernetes_validate
+import pytest
+
+from charts.bench import render_bench_job
+from charts.bench_job import bench_script, endpoints, pinned_runtime_packages
+from tests.charts.conftest import of_kind
+
+
+@pytest.fixture(scope="module")
+def job(default_config):
+    (obj,) = render_bench_job(None, "000000000000", "20261126-000000", ["--requests", "16"])
+    return obj
+
+
+def test_job_validates_against_the_clusters_schemas(job, default_config):
+    kubernetes_validate.validate(job, f"{default_config.kubernetes_version}.0", strict=True)
+
+
+def test_job_benchmarks_every_service_baseline_first(job, default_config, serving_objects):
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    run = shlex.split(script.splitlines()[-1])
+    targets = [run[i + 1] for i, a in enumerate(run) if a == "--endpoint"]
+    assert targets == endpoints(default_config)
+    assert targets[0].startswith("baseline=")
+    services = of_kind(serving_objects, "Service")
+    for target in targets:
+        name, url = target.split("=", 1)
+        assert (
+            url
+            == f"http://{name}.{default_config.namespace}.svc.cluster.local:{services[name]['spec']['ports'][0]['port']}"
+        )
+    assert run[-2:] == ["--requests", "16"]
+    assert "--cloudwatch" in run and any(a.startswith("s3://") and "/results/" in a for a in run)
+
+
+def test_job_runs_on_system_nodes_with_the_bench_identity(job):
+    pod = job["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"trn-specdec/node-role": "system"}
+    assert pod["serviceAccountName"] == "bench" and "tolerations" not in pod
+
+
+def test_client_dependencies_are_pinned_to_the_lock_file():
+    pins = pinned_runtime_packages()
+    assert [p.split("==")[0] for p in pins] == ["aiohttp", "pydantic", "pyyaml", "boto3"]
+    assert all(p.split("==")[1][0].isdigit() for p in pins)
+
+
+def test_bench_run_command_parses_with_the_bench_cli(default_config):
+    from bench.__main__ import build_parser
+
+    line = bench_script(default_config, "bucket", "run1", []).splitlines()[-1]
+    args = build_parser().parse_args(shlex.split(line)[3:])
+    assert args.command == "run" and len(args.endpoint) == len(default_config.profiles)

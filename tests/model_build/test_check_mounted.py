@@ -1,0 +1,122 @@
+"""The serving init check, run against local directories standing in for the read-only S3 mount."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from model_build import check_mounted
+from model_build.manifest import MANIFEST_NAME, Manifest, ManifestFile, sha256_file
+from tests.conftest import ROOT
+from tests.model_build.conftest import fake_compile
+
+FILE = "weights/tp0_sharded_checkpoint.safetensors"
+
+
+@pytest.fixture
+def mounted(tmp_path: Path, plans) -> Path:
+    """What /models/artifacts/<digest> looks like after a publish: the files plus manifest.json."""
+    plan = plans["speculative"]
+    root = tmp_path / "artifacts" / plan.digest
+    fake_compile(root, plan)
+    files = [
+        ManifestFile(p.relative_to(root).as_posix(), p.stat().st_size, sha256_file(p))
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    ]
+    manifest = Manifest(plan.digest, plan.inputs, files, created_at="2026-01-02T03:04:05+00:00")
+    (root / MANIFEST_NAME).write_text(manifest.to_json())
+    return root
+
+
+def _run(capsys, root: Path, expected: dict, *extra: str) -> tuple[int, str]:
+    code = check_mounted.main(["--dir", str(root), "--expected-json", json.dumps(expected), *extra])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_matching_artifact_passes(mounted, plans, capsys, deep):
+    code, text = _run(capsys, mounted, plans["speculative"].expected(), *(["--deep"] if deep else []))
+    assert code == 0 and text.startswith(f"OK: {mounted} matches profile speculative")
+
+
+def test_mismatch_names_the_field_and_the_build_command(mounted, plans, capsys):
+    expected = plans["speculative"].expected()
+    expected["inputs"] = {**expected["inputs"], "num_speculative_tokens": 5}
+    code, text = _run(capsys, mounted, expected)
+    assert code == 1
+    assert "num_speculative_tokens: artifact was built with 7, profile needs 5" in text
+    assert "make build PROFILE=speculative" in text
+
+
+def test_artifact_of_another_profile_fails_on_digest_and_inputs(mounted, plans, capsys):
+    code, text = _run(capsys, mounted, plans["baseline"].expected())
+    assert code == 1 and f"digest: manifest has {plans['speculative'].digest}" in text
+    assert "make build PROFILE=baseline" in text
+
+
+@pytest.mark.parametrize("missing", ["manifest", "directory"])
+def test_unpublished_artifact_fails_with_the_build_command(mounted, plans, capsys, missing):
+    root = mounted
+    if missing == "manifest":
+        (mounted / MANIFEST_NAME).unlink()
+    else:
+        root = mounted.parent / ("0" * 20)
+    code, text = _run(capsys, root, plans["speculative"].expected())
+    assert code == 1 and "no manifest.json" in text and "never published" in text
+    assert "make build PROFILE=speculative" in text
+
+
+def test_truncated_file_is_caught_by_the_size_check_without_deep(mounted, plans, capsys):
+    path = mounted / FILE
+    path.write_bytes(path.read_bytes()[:1000])
+    code, text = _run(capsys, mounted, plans["speculative"].expected())
+    assert code == 1 and f"{FILE}: 1000 bytes on disk" in text and "truncated" in text
+
+
+def test_same_size_corruption_needs_deep(mounted, plans, capsys):
+    path = mounted / FILE
+    data = bytearray(path.read_bytes())
+    data[0] ^= 1
+    path.write_bytes(bytes(data))
+    assert _run(capsys, mounted, plans["speculative"].expected())[0] == 0
+    code, text = _run(capsys, mounted, plans["speculative"].expected(), "--deep")
+    assert code == 1 and f"{FILE}: sha256 is" in text
+
+
+def test_unreadable_manifest_and_bad_arguments(mounted, plans, capsys):
+    (mounted / MANIFEST_NAME).write_text("{not json")
+    code, text = _run(capsys, mounted, plans["speculative"].expected())
+    assert code == 1 and "not a readable manifest" in text
+    assert check_mounted.main(["--dir", str(mounted), "--expected-json", "nope"]) == 2
+    assert check_mounted.main(["--dir", str(mounted), "--expected-json", '{"digest": "x"}']) == 2
+
+
+def test_runs_with_the_standard_library_alone(mounted, plans):
+    """python -S: no site-packages at all (no pydantic, boto3, yaml), like the Neuron image's bare python3."""
+    argv = [sys.executable, "-S", *plans["speculative"].check_mounted_argv()[1:]]
+    argv[argv.index("--dir") + 1] = str(mounted)
+    result = subprocess.run(argv, cwd=ROOT, env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("OK:")
+
+
+def test_imports_only_the_manifest_module_and_the_standard_library():
+    for name in ("check_mounted.py", "manifest.py", "__init__.py"):
+        tree = ast.parse((ROOT / "model_build" / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                assert top in sys.stdlib_module_names or module == "model_build.manifest", f"{name} imports {module}"

@@ -1,0 +1,69 @@
+"""stage-checkpoints: the upload half, fed from a local directory (no hub access here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config.schema import HfModel
+from model_build.checkpoints import models_in_use, select_models, stage_checkpoints
+from model_build.cli import main
+from model_build.digest import checkpoint_prefix
+from model_build.errors import BuildError
+from model_build.manifest import MANIFEST_NAME, Manifest
+from tests.model_build.conftest import MIB, write_tree
+
+SNAPSHOT = {
+    "config.json": 700,
+    "generation_config.json": 200,
+    "tokenizer.json": 300_000,
+    "model-00001-of-00002.safetensors": 7 * MIB,
+    "model-00002-of-00002.safetensors": 1 * MIB,
+    ".cache/huggingface/download/config.json.metadata": 100,  # huggingface_hub bookkeeping: not uploaded
+}
+
+
+def _fake_hub(root: Path, calls: list[str]):
+    def download(model: HfModel, scratch: Path) -> Path:
+        calls.append(f"{model.hf_id}@{model.revision}")
+        local = root / model.hf_id / model.revision
+        if not local.exists():
+            write_tree(local, SNAPSHOT, seed=len(calls))
+        return local
+
+    return download
+
+
+def test_staging_publishes_each_model_under_its_pinned_revision(default_config, make_store, s3, bucket, tmp_path):
+    calls: list[str] = []
+    keys = select_models(default_config, None)
+    results = stage_checkpoints(
+        make_store(), default_config, keys, scratch=tmp_path, download=_fake_hub(tmp_path, calls), log=lambda _: None
+    )
+    assert list(results) == ["qwen3-32b", "qwen3-1-7b"]
+    for key in keys:
+        model = default_config.models[key]
+        prefix = checkpoint_prefix(model.hf_id, model.revision)
+        listed = {o["Key"][len(prefix) :] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]}
+        assert listed == {p for p in SNAPSHOT if not p.startswith(".cache/")} | {MANIFEST_NAME}
+        manifest = Manifest.from_json(s3.get_object(Bucket=bucket, Key=prefix + MANIFEST_NAME)["Body"].read().decode())
+        assert manifest.digest == model.revision and manifest.inputs["hf_id"] == model.hf_id
+
+    again = stage_checkpoints(
+        make_store(), default_config, keys, scratch=tmp_path, download=_fake_hub(tmp_path, calls), log=lambda _: None
+    )
+    assert all(r.already_published and r.stats.bytes_sent == 0 for r in again.values())
+
+
+def test_default_selection_is_every_model_a_profile_uses(default_config):
+    assert models_in_use(default_config) == ["qwen3-32b", "qwen3-1-7b"]
+    assert select_models(default_config, ["qwen3-0-6b"]) == ["qwen3-0-6b"]
+    with pytest.raises(BuildError, match="--model nope is not a key of models"):
+        select_models(default_config, ["nope"])
+
+
+def test_without_huggingface_hub_the_command_says_what_to_install(bucket, capsys, tmp_path):
+    code = main(["stage-checkpoints", "--model", "qwen3-0-6b", "--scratch", str(tmp_path)])
+    assert code == 2
+    assert "huggingface_hub" in capsys.readouterr().err

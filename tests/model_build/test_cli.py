@@ -1,0 +1,67 @@
+"""The command line: help, bucket from STS, exit codes, environment errors as sentences."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from model_build.cli import main
+from tests.conftest import ROOT
+from tests.model_build.conftest import MOTO_ACCOUNT, fake_compile
+
+COMMANDS = ["plan", "stage-checkpoints", "compile", "publish", "verify"]
+
+
+def test_help_explains_every_command():
+    result = subprocess.run(
+        [sys.executable, "-m", "model_build", "--help"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    for command in COMMANDS:
+        assert command in result.stdout
+    assert "exit codes: 0 ok, 1 mismatch" in result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_has_help(command, capsys):
+    assert main([command, "--help"]) == 0
+    assert "usage: python -m model_build " + command in capsys.readouterr().out
+
+
+def test_publish_and_verify_find_the_bucket_through_sts(tmp_path, plans, bucket, capsys):
+    assert bucket.endswith(f"-{MOTO_ACCOUNT}-us-east-2")
+    out = tmp_path / "build"
+    fake_compile(out, plans["baseline"])
+    args = ["--part-size-mib", "5", "--concurrency", "2"]
+    assert main(["publish", "baseline", "--from", str(out), *args]) == 0
+    assert f"published: s3://{bucket}/artifacts/{plans['baseline'].digest}/" in capsys.readouterr().out
+    assert main(["verify", "baseline", "--deep", *args]) == 0
+    assert capsys.readouterr().out.startswith("OK: ")
+    assert main(["publish", "baseline", "--from", str(out), *args]) == 0
+    again = capsys.readouterr().out
+    assert again.startswith("already published") and "this run sent 0 bytes" in again
+
+
+def test_a_missing_bucket_is_exit_2(aws_env, capsys):
+    assert main(["--bucket", "not-deployed-bucket", "verify", "baseline"]) == 2
+    assert "bucket not-deployed-bucket does not exist" in capsys.readouterr().err
+
+
+def test_no_credentials_is_exit_2_with_the_bucket_to_pass(monkeypatch, capsys, tmp_path):
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "")
+    assert main(["verify", "baseline"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot find the AWS account" in err and "--bucket trn-specdec-models-<account>-us-east-2" in err
+
+
+def test_bad_config_and_bad_arguments_are_exit_2(capsys, tmp_path):
+    assert main(["--config", str(tmp_path / "missing.yaml"), "plan", "baseline"]) == 2
+    assert "cannot be read" in capsys.readouterr().err
+    assert main(["publish", "baseline"]) == 2  # --from is required
+    assert main(["plan", "baseline", "--part-size-mib", "1"]) == 2  # not a plan option

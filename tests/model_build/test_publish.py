@@ -1,0 +1,231 @@
+"""publish: manifest last, idempotent, resumable, safe with concurrent publishers, never overwrites."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from model_build.digest import artifact_prefix
+from model_build.errors import BuildError
+from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, Manifest
+from model_build.publish import publish_artifact
+from model_build.transfer import MIB, TransferSettings
+from model_build.verify import verify_artifact
+from tests.model_build.conftest import FaultyClient, fake_compile, tree_bytes
+
+
+@pytest.fixture
+def compiled(tmp_path: Path, plans) -> Path:
+    out = tmp_path / "speculative"
+    fake_compile(out, plans["speculative"])
+    return out
+
+
+def _manifest(s3: Any, bucket: str, digest: str) -> Manifest | None:
+    try:
+        body = s3.get_object(Bucket=bucket, Key=artifact_prefix(digest) + MANIFEST_NAME)["Body"].read()
+    except s3.exceptions.NoSuchKey:
+        return None
+    return Manifest.from_json(body.decode())
+
+
+def _keys(s3: Any, bucket: str, prefix: str) -> set[str]:
+    return {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])}
+
+
+def test_publish_then_verify(compiled, plans, make_store, s3, bucket):
+    plan = plans["speculative"]
+    recorder = FaultyClient(s3, operation="none", after=0)
+    result = publish_artifact(make_store(recorder), plan, compiled)
+    assert result.wrote_manifest and not result.already_published
+    assert result.stats.bytes_sent == tree_bytes(compiled)
+
+    manifest = _manifest(s3, bucket, plan.digest)
+    assert manifest is not None and manifest.digest == plan.digest and manifest.inputs == plan.inputs
+    assert {f.path for f in manifest.files} == {
+        p.relative_to(compiled).as_posix() for p in compiled.rglob("*") if p.is_file()
+    }
+    assert BUILD_RECORD_NAME in {f.path for f in manifest.files}
+    assert manifest.builder == {"neuronx-distributed-inference": "0.6.10598+test"}
+    # The manifest is the very last write.
+    assert recorder.events[-1] == ("put_object", artifact_prefix(plan.digest) + MANIFEST_NAME)
+    assert verify_artifact(make_store(), plan).ok
+    assert verify_artifact(make_store(), plan, deep=True).ok
+
+
+def test_republishing_an_unchanged_tree_sends_no_data(compiled, plans, make_store, s3):
+    publish_artifact(make_store(), plans["speculative"], compiled)
+    counting = FaultyClient(s3, operation="none", after=0)
+    result = publish_artifact(make_store(counting), plans["speculative"], compiled)
+    assert result.already_published and not result.wrote_manifest
+    assert result.stats.bytes_sent == 0 and counting.body_bytes == 0 and counting.sent == []
+
+
+@pytest.mark.parametrize(("operation", "after"), [("upload_part", 1), ("put_object", 2)])
+def test_an_interrupted_publish_leaves_no_manifest_and_the_rerun_sends_only_the_rest(
+    compiled, plans, make_store, s3, bucket, operation, after
+):
+    plan = plans["speculative"]
+    prefix = artifact_prefix(plan.digest)
+    seen_at_failure: dict[str, Any] = {}
+
+    def look_from_outside() -> None:
+        seen_at_failure["keys"] = _keys(s3, bucket, prefix)
+        seen_at_failure["manifest"] = _manifest(s3, bucket, plan.digest)
+
+    faulty = FaultyClient(s3, operation=operation, after=after, on_fail=look_from_outside)
+    first = make_store(faulty)
+    with pytest.raises(BuildError, match="no manifest was written") as err:
+        publish_artifact(first, plan, compiled)
+    assert err.value.code == 2
+    assert seen_at_failure["manifest"] is None
+    assert _manifest(s3, bucket, plan.digest) is None
+    assert first.totals.bytes_sent == faulty.body_bytes > 0
+
+    second = make_store()
+    result = publish_artifact(second, plan, compiled)
+    assert result.wrote_manifest
+    assert first.totals.bytes_sent + result.stats.bytes_sent == tree_bytes(compiled)
+    assert result.stats.objects_skipped + result.stats.parts_reused > 0
+    assert verify_artifact(make_store(), plan, deep=True).ok
+
+
+def test_a_missing_object_under_a_published_prefix_is_restored_on_republish(compiled, plans, make_store, s3, bucket):
+    plan = plans["speculative"]
+    publish_artifact(make_store(), plan, compiled)
+    s3.delete_object(Bucket=bucket, Key=artifact_prefix(plan.digest) + "model.pt")
+    assert not verify_artifact(make_store(), plan).ok
+    result = publish_artifact(make_store(), plan, compiled)
+    assert result.already_published and result.stats.bytes_sent == (compiled / "model.pt").stat().st_size
+    assert verify_artifact(make_store(), plan, deep=True).ok
+
+
+def test_two_concurrent_publishers_of_one_digest_end_consistent(compiled, plans, make_store, s3, bucket):
+    plan = plans["speculative"]
+    barrier = threading.Barrier(2, timeout=30)
+
+    class MeetFirst(FaultyClient):
+        """Both publishers reach their first upload before either continues: they really overlap."""
+
+        def __getattr__(self, name: str) -> Any:
+            inner = super().__getattr__(name)
+            if name not in ("put_object", "upload_part"):
+                return inner
+
+            def call(**kwargs: Any) -> Any:
+                if not self.met:
+                    self.met = True
+                    barrier.wait()
+                return inner(**kwargs)
+
+            return call
+
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        client = MeetFirst(s3, operation="none", after=0)
+        client.met = False
+        try:
+            results.append(publish_artifact(make_store(client), plan, compiled))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert sum(r.wrote_manifest for r in results) == 1
+    published = _manifest(s3, bucket, plan.digest)
+    assert published is not None
+    assert all(r.manifest.to_json() == published.to_json() for r in results)  # identical bytes either way
+    assert verify_artifact(make_store(), plan, deep=True).ok
+
+
+def test_a_published_artifact_with_other_content_is_never_overwritten(tmp_path, plans, make_store, s3, bucket):
+    plan = plans["speculative"]
+    fake_compile(tmp_path / "a", plan, seed=1)
+    fake_compile(tmp_path / "b", plan, seed=2)
+    publish_artifact(make_store(), plan, tmp_path / "a")
+    before = _manifest(s3, bucket, plan.digest)
+    with pytest.raises(BuildError, match="never overwrites it") as err:
+        publish_artifact(make_store(), plan, tmp_path / "b")
+    assert err.value.code == 1 and "aws s3 rm --recursive" in str(err.value)
+    assert _manifest(s3, bucket, plan.digest) == before
+    assert verify_artifact(make_store(), plan, deep=True).ok  # still the first artifact, byte for byte
+
+
+def test_a_compile_for_other_inputs_is_refused_naming_the_field(tmp_path, plans, make_store):
+    out = tmp_path / "baseline-build"
+    fake_compile(out, plans["baseline"])
+    with pytest.raises(BuildError) as err:
+        publish_artifact(make_store(), plans["speculative"], out)
+    text = str(err.value)
+    assert err.value.code == 1
+    assert "num_speculative_tokens: artifact was built with 0, profile needs 7" in text
+    assert "python -m model_build compile speculative" in text and "make build PROFILE=speculative" in text
+
+
+def test_a_directory_without_build_record_is_not_a_finished_compile(tmp_path, plans, make_store, compiled):
+    (compiled / BUILD_RECORD_NAME).unlink()
+    with pytest.raises(BuildError, match="not a finished compile") as err:
+        publish_artifact(make_store(), plans["speculative"], compiled)
+    assert err.value.code == 2
+
+
+def test_manifest_timestamps_come_from_the_build_not_the_publish(compiled, plans, make_store, s3, bucket):
+    plan = plans["speculative"]
+    publish_artifact(make_store(), plan, compiled)
+    record = json.loads((compiled / BUILD_RECORD_NAME).read_text())
+    assert _manifest(s3, bucket, plan.digest).created_at == record["created_at"]
+
+
+class CommitsMidway(FaultyClient):
+    """After this publisher's first write goes through, another publisher commits the prefix."""
+
+    def __init__(self, client: Any, other: Any) -> None:
+        super().__init__(client, operation="none", after=0)
+        self.other = other
+        self.fired = False
+
+    def __getattr__(self, name: str) -> Any:
+        inner = super().__getattr__(name)
+        if name not in ("put_object", "upload_part"):
+            return inner
+
+        def call(**kwargs: Any) -> Any:
+            result = inner(**kwargs)
+            if not self.fired:
+                self.fired = True
+                self.other()
+            return result
+
+        return call
+
+
+@pytest.mark.parametrize("same_content", [True, False])
+def test_a_publisher_stops_writing_once_another_commits_the_prefix(
+    tmp_path, plans, make_store, s3, bucket, monkeypatch, same_content
+):
+    monkeypatch.setattr("model_build.publish.GUARD_INTERVAL_S", 0.0)  # check before every write
+    plan = plans["speculative"]
+    fake_compile(tmp_path / "winner", plan, seed=1)
+    fake_compile(tmp_path / "late", plan, seed=1 if same_content else 2)
+    winner: list[Any] = []
+    client = CommitsMidway(s3, lambda: winner.append(publish_artifact(make_store(), plan, tmp_path / "winner")))
+    late = make_store(client, settings=TransferSettings(part_size=5 * MIB, concurrency=1, progress_interval=3600))
+    if same_content:
+        result = publish_artifact(late, plan, tmp_path / "late")
+        assert not result.wrote_manifest and not result.already_published
+    else:
+        with pytest.raises(BuildError, match="never overwrites it"):
+            publish_artifact(late, plan, tmp_path / "late")
+    assert winner and winner[0].wrote_manifest
+    assert len(client.sent) == 1  # the late publisher's one write before the commit, none after
+    assert verify_artifact(make_store(), plan, deep=True).ok  # what is served is the winner, byte for byte

@@ -1,0 +1,98 @@
+"""verify: exit codes, and failures that name the field or file and the command that fixes it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from model_build.cli import main
+from model_build.digest import artifact_prefix
+from model_build.manifest import MANIFEST_NAME
+from model_build.publish import publish_artifact
+from tests.model_build.conftest import fake_compile
+
+FILE = "weights/tp0_sharded_checkpoint.safetensors"
+
+
+@pytest.fixture
+def published(tmp_path: Path, plans, make_store, bucket):
+    out = tmp_path / "speculative"
+    fake_compile(out, plans["speculative"])
+    publish_artifact(make_store(), plans["speculative"], out)
+    return plans["speculative"]
+
+
+def _verify(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["verify", "speculative", "--part-size-mib", "5", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_good_artifact_passes(published, capsys, deep):
+    code, out, _ = _verify(capsys, *(["--deep"] if deep else []))
+    assert code == 0 and out.startswith("OK: s3://") and published.digest in out
+
+
+def test_a_missing_manifest_fails_with_the_build_command(bucket, capsys):
+    code, _, err = _verify(capsys)
+    assert code == 1
+    assert "manifest.json is missing" in err and "make build PROFILE=speculative" in err
+
+
+def test_a_truncated_object_is_named_by_the_cheap_and_the_deep_check(published, s3, bucket, capsys):
+    key = artifact_prefix(published.digest) + FILE
+    data = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    s3.put_object(Bucket=bucket, Key=key, Body=data[: len(data) // 2])
+    for args in ([], ["--deep"]):
+        code, _, err = _verify(capsys, *args)
+        assert code == 1 and FILE in err, args
+        assert "python -m model_build publish speculative --from" in err
+    assert "truncated" in _verify(capsys, "--deep")[2]
+
+
+def test_corrupted_bytes_behind_intact_metadata_are_caught_only_by_deep(published, s3, bucket, capsys):
+    key = artifact_prefix(published.digest) + FILE
+    head = s3.head_object(Bucket=bucket, Key=key)
+    data = bytearray(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte, same size, same metadata
+    s3.put_object(Bucket=bucket, Key=key, Body=bytes(data), Metadata=head["Metadata"])
+    assert _verify(capsys)[0] == 0
+    code, _, err = _verify(capsys, "--deep")
+    assert code == 1 and f"{FILE}: content sha256" in err and "corrupted" in err
+    assert "aws s3 rm" in err  # publish would not re-send it on its own; the fix says so
+
+
+def test_the_deep_fix_works_delete_then_republish(published, s3, bucket, capsys, tmp_path):
+    key = artifact_prefix(published.digest) + FILE
+    head = s3.head_object(Bucket=bucket, Key=key)
+    s3.put_object(Bucket=bucket, Key=key, Body=b"\0" * head["ContentLength"], Metadata=head["Metadata"])
+    assert _verify(capsys, "--deep")[0] == 1
+    s3.delete_object(Bucket=bucket, Key=key)
+    assert main(["publish", "speculative", "--from", str(tmp_path / "speculative"), "--part-size-mib", "5"]) == 0
+    assert _verify(capsys, "--deep")[0] == 0
+
+
+def test_a_manifest_built_for_other_inputs_names_the_field(published, s3, bucket, capsys):
+    key = artifact_prefix(published.digest) + MANIFEST_NAME
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    manifest["inputs"]["num_speculative_tokens"] = 5
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(manifest).encode())
+    code, _, err = _verify(capsys)
+    assert code == 1
+    assert "num_speculative_tokens: artifact was built with 5, profile needs 7" in err
+    assert "make build PROFILE=speculative" in err
+
+
+def test_a_local_manifest_file_is_checked_offline(published, s3, bucket, capsys, tmp_path, monkeypatch):
+    body = s3.get_object(Bucket=bucket, Key=artifact_prefix(published.digest) + MANIFEST_NAME)["Body"].read()
+    path = tmp_path / "manifest.json"
+    path.write_bytes(body)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens: any AWS call would fail
+    code, out, _ = _verify(capsys, "--manifest-file", str(path))
+    assert code == 0 and str(path) in out
+    code = main(["verify", "baseline", "--manifest-file", str(path)])
+    err = capsys.readouterr().err
+    assert code == 1 and "digest: manifest has" in err and "decoding: artifact was built with" in err
