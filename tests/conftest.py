@@ -17,8 +17,7 @@ import yaml
 from config import DEFAULT_CONFIG, DeploymentConfig, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
-os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "16,18,20")
 
 
 def default_config_dict() -> dict[str, Any]:

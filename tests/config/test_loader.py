@@ -37,7 +37,7 @@ def _run_app(*context: str) -> subprocess.CompletedProcess[str]:
     env = {
         "CDK_CONTEXT_JSON": json.dumps(dict(c.split("=", 1) for c in context)),
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "1",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "16,18,20",
     }
     return subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
