@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("results", nargs="+")
     rep.add_argument("--out", default="bench-report", help="output folder")
 
+    tune = sub.add_parser("tune", help="predict the best k from a results file (Leviathan et al. 2023 model)")
+    tune.add_argument("results")
+    tune.add_argument("--config", help="deployment config (default config/default.yaml): the k each profile ran")
+    tune.add_argument("--cost-ratio", type=float, default=None, help="draft step cost / target step cost (0.05)")
+
     pub = sub.add_parser("publish", help="publish a results file to CloudWatch (raw values, high resolution)")
     pub.add_argument("results")
     pub.add_argument("--config", help="deployment config (default config/default.yaml)")
@@ -159,6 +164,20 @@ def _publish(results: object, cfg: object | None) -> int:
     return 0
 
 
+def _tune(args: argparse.Namespace) -> int:
+    from bench.tune import DEFAULT_COST_RATIO, fit_cases, format_tuning
+
+    cfg = _config(args.config)
+    k_by_variant = {
+        p.name: p.decoding.num_speculative_tokens
+        for p in (cfg.profiles if cfg is not None else [])
+        if p.speculative and hasattr(p.decoding, "num_speculative_tokens")
+    }
+    c = DEFAULT_COST_RATIO if args.cost_ratio is None else args.cost_ratio
+    print(format_tuning(fit_cases(load_results(args.results), k_by_variant, c), c))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -170,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             for path in write_report(args.results, args.out):
                 print(path)
             return 0
+        if args.command == "tune":
+            return _tune(args)
         return _publish(load_results(args.results), _config(args.config))
     except ResultsError as err:
         print(f"error: {err}", file=sys.stderr)

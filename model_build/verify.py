@@ -42,6 +42,8 @@ def verify_artifact(
 ) -> VerifyReport:
     """Problems as sentences naming the field or file; fixes as commands. `store` may be None with a file."""
     prefix = artifact_prefix(plan.digest)
+    if store is not None:
+        store.ensure_bucket()
     rebuild = f"{build_command(plan.profile)}   (or: {plan.commands()['compile']} && {plan.commands()['publish']})"
     if manifest_file is not None:
         try:
@@ -55,7 +57,6 @@ def verify_artifact(
         report = VerifyReport(str(manifest_file), manifest)
     else:
         assert store is not None
-        store.ensure_bucket()
         source = store.url(prefix + MANIFEST_NAME)
         manifest = read_manifest(store, prefix + MANIFEST_NAME)
         if manifest is None:
