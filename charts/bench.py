@@ -11,10 +11,8 @@ Arguments after `--` go to `python -m bench run` (e.g. `-- --requests 16 --concu
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,6 +20,7 @@ import cdk8s
 import yaml
 
 from charts.bench_job import BenchmarkJob
+from charts.kubectl import apply, follow_job
 from config import ConfigError, load_config
 
 
@@ -52,26 +51,10 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
     run_id = new_run_id()
     objects = render_bench_job(config_path, account, run_id, extra_args)
     job, ns = objects[0]["metadata"]["name"], config.namespace
-    subprocess.run(["kubectl", "-n", ns, "apply", "-f", "-"], input=yaml.safe_dump_all(objects), text=True, check=True)
-    logs: subprocess.Popen[str] | None = None
-    try:
-        while True:
-            out = subprocess.run(
-                ["kubectl", "-n", ns, "get", "job", job, "-o", "json"], text=True, capture_output=True, check=True
-            ).stdout
-            status = json.loads(out).get("status", {})
-            conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
-            if status.get("active") and logs is None:
-                logs = subprocess.Popen(["kubectl", "-n", ns, "logs", "-f", f"job/{job}"], text=True)
-            if conditions.get("Failed") == "True":
-                print(f"job/{job} failed: kubectl -n {ns} logs job/{job}", file=sys.stderr)
-                return 1
-            if conditions.get("Complete") == "True":
-                break
-            time.sleep(poll_s)
-    finally:
-        if logs is not None:
-            logs.terminate()
+    apply(ns, objects)
+    if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):
+        print(f"job/{job} failed: kubectl -n {ns} logs job/{job}", file=sys.stderr)
+        return 1
     local = Path("bench-results") / f"{run_id}.json"
     local.parent.mkdir(exist_ok=True)
     boto3.client("s3").download_file(config.models_bucket_name(account), f"results/{run_id}.json", str(local))

@@ -14,6 +14,7 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.code_bundle import CODE_PATH, CONFIG_PATH, ROOT, CodeBundle, ConfigFile, code_volume, python_files
+from charts.neuron_claim import gi
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 
 BENCH_SERVICE_ACCOUNT = "bench"
@@ -126,8 +127,8 @@ class BenchmarkJob(Construct):
                                     k8s.EnvVar(name="AWS_REGION", value=config.region),
                                 ],
                                 resources=k8s.ResourceRequirements(
-                                    requests={"cpu": k8s.Quantity.from_string("1"), "memory": _gi(2)},
-                                    limits={"cpu": k8s.Quantity.from_string("2"), "memory": _gi(2)},
+                                    requests={"cpu": k8s.Quantity.from_string("1"), "memory": gi(2)},
+                                    limits={"cpu": k8s.Quantity.from_string("2"), "memory": gi(2)},
                                 ),
                                 volume_mounts=[
                                     k8s.VolumeMount(name="code", mount_path=CODE_PATH, read_only=True),
@@ -139,13 +140,9 @@ class BenchmarkJob(Construct):
                         volumes=[
                             code_volume(BENCH_CODE_CONFIG_MAP, bench_code_files()),
                             ConfigFile.volume(),
-                            k8s.Volume(name="results", empty_dir=k8s.EmptyDirVolumeSource(size_limit=_gi(1))),
+                            k8s.Volume(name="results", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(1))),
                         ],
                     ),
                 ),
             ),
         )
-
-
-def _gi(n: int) -> k8s.Quantity:
-    return k8s.Quantity.from_string(f"{n}Gi")

@@ -6,14 +6,13 @@ python -m charts.build PROFILE --account ACCOUNT_ID [--config config/default.yam
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
-import time
 
 import cdk8s
 import yaml
 
+from charts.kubectl import apply, follow_job, kubectl
 from charts.model_build_job import ModelBuildJob
 from config import ConfigError, load_config
 
@@ -28,10 +27,6 @@ def render_build_job(config_path: str | None, profile_name: str, account: str) -
     chart = cdk8s.Chart(app, "build", namespace=config.namespace, disable_resource_name_hashes=True)
     ModelBuildJob(chart, "job", config=config, profile=profile, bucket_name=config.models_bucket_name(account))
     return chart.to_json()
-
-
-def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["kubectl", *args], input=stdin, text=True, capture_output=True, check=check)
 
 
 def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) -> int:
@@ -51,32 +46,23 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
     ns = config.namespace
     print(f"{profile_name}: freeing its devices (scale deploy/{profile_name} to 0) and starting job/{job}")
     kubectl("-n", ns, "scale", f"deploy/{profile_name}", "--replicas=0")
-    kubectl("-n", ns, "apply", "-f", "-", stdin=yaml.safe_dump_all(objects, sort_keys=False))
-    logs: subprocess.Popen[str] | None = None
     try:
-        while True:
-            status = json.loads(kubectl("-n", ns, "get", "job", job, "-o", "json").stdout).get("status", {})
-            conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
-            if status.get("active") and logs is None:
-                logs = subprocess.Popen(["kubectl", "-n", ns, "logs", "-f", f"job/{job}"], text=True)
-            if conditions.get("Complete") == "True":
-                print(f"{profile_name}: job/{job} succeeded")
-                return 0
-            if conditions.get("Failed") == "True":
-                print(
-                    f"{profile_name}: job/{job} failed; see `kubectl -n {ns} logs job/{job}` "
-                    "(a 'Killed' line means the host ran out of memory)",
-                    file=sys.stderr,
-                )
-                return 1
-            if logs is None:
-                print(f"{profile_name}: waiting for job/{job} to start (active={status.get('active', 0)})")
-            time.sleep(poll_s)
+        apply(ns, objects)
+        ok = follow_job(
+            ns, job, poll_s=poll_s, waiting=lambda _: print(f"{profile_name}: waiting for job/{job} to start")
+        )
     finally:
-        if logs is not None:
-            logs.terminate()
         kubectl("-n", ns, "scale", f"deploy/{profile_name}", f"--replicas={profile.replicas}", check=False)
         print(f"{profile_name}: deploy/{profile_name} scaled back to {profile.replicas}")
+    if not ok:
+        print(
+            f"{profile_name}: job/{job} failed; see `kubectl -n {ns} logs job/{job}` "
+            "(a 'Killed' line means the host ran out of memory)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"{profile_name}: job/{job} succeeded")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,8 +11,8 @@ from constructs import Construct
 
 from charts.code_bundle import CODE_PATH, CONFIG_PATH, CodeBundle, ConfigFile, code_volume, python_files
 from charts.models_volume import MOUNT_PATH, ModelsVolume
-from charts.neuron_claim import CLAIM_NAME, NeuronClaimTemplate, node_share
-from config.schema import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL, DeploymentConfig, ServingProfile
+from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
+from config.schema import DeploymentConfig, ServingProfile
 from model_build.digest import profile_digest
 
 BUILD_CODE_CONFIG_MAP = "trn-specdec-build-code"
@@ -102,7 +102,6 @@ class ModelBuildJob(Construct):
         bucket_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        cpu, memory_gib = node_share(config.trn2_nodes.instance, profile.placement.devices)
         lnc = str(profile.placement.logical_neuron_cores)
         self.name = build_job_name(config, profile)
         labels = {
@@ -124,17 +123,7 @@ class ModelBuildJob(Construct):
                     spec=k8s.PodSpec(
                         restart_policy="Never",
                         service_account_name=build_service_account(profile),
-                        node_selector={NODE_ROLE_LABEL: "trn2"},
-                        tolerations=[
-                            k8s.Toleration(
-                                key=NEURON_TAINT_KEY, operator="Equal", value=NEURON_TAINT_VALUE, effect="NoSchedule"
-                            )
-                        ],
-                        resource_claims=[
-                            k8s.PodResourceClaim(
-                                name=CLAIM_NAME, resource_claim_template_name=build_claim_template(profile)
-                            )
-                        ],
+                        **trn2_placement(build_claim_template(profile)),
                         containers=[
                             k8s.Container(
                                 name="build",
@@ -148,11 +137,7 @@ class ModelBuildJob(Construct):
                                     k8s.EnvVar(name="NEURON_LOGICAL_NC_CONFIG", value=lnc),
                                     k8s.EnvVar(name="BASE_COMPILE_WORK_DIR", value=f"{SCRATCH_PATH}/nxd_model"),
                                 ],
-                                resources=k8s.ResourceRequirements(
-                                    requests={"cpu": k8s.Quantity.from_number(cpu), "memory": _gi(memory_gib)},
-                                    limits={"cpu": k8s.Quantity.from_number(cpu), "memory": _gi(memory_gib)},
-                                    claims=[k8s.ResourceClaim(name=CLAIM_NAME)],
-                                ),
+                                resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
                                 volume_mounts=[
                                     k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=True),
                                     k8s.VolumeMount(name="scratch", mount_path=SCRATCH_PATH),
@@ -168,7 +153,7 @@ class ModelBuildJob(Construct):
                                     claim_name=build_volume_claim(profile), read_only=True
                                 ),
                             ),
-                            k8s.Volume(name="scratch", empty_dir=k8s.EmptyDirVolumeSource(size_limit=_gi(SCRATCH_GIB))),
+                            k8s.Volume(name="scratch", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(SCRATCH_GIB))),
                             code_volume(BUILD_CODE_CONFIG_MAP, build_code_files()),
                             ConfigFile.volume(),
                         ],
@@ -176,7 +161,3 @@ class ModelBuildJob(Construct):
                 ),
             ),
         )
-
-
-def _gi(n: int) -> k8s.Quantity:
-    return k8s.Quantity.from_string(f"{n}Gi")

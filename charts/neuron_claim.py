@@ -5,7 +5,14 @@ from __future__ import annotations
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from config.schema import NEURON_DEVICE_CLASS, NeuronInstance, Placement
+from config.schema import (
+    NEURON_DEVICE_CLASS,
+    NEURON_TAINT_KEY,
+    NEURON_TAINT_VALUE,
+    NODE_ROLE_LABEL,
+    NeuronInstance,
+    Placement,
+)
 
 NEURON_DRIVER = "neuron.aws.com"
 REQUEST_NAME = "neurons"
@@ -82,3 +89,26 @@ def node_share(instance: NeuronInstance, devices: int) -> tuple[int, int]:
     """
     share = devices / instance.devices
     return int(instance.vcpus * 0.9 * share), int(instance.memory_gib * 0.8 * share)
+
+
+def gi(n: int) -> k8s.Quantity:
+    return k8s.Quantity.from_string(f"{n}Gi")
+
+
+def trn2_placement(claim_template: str) -> dict:
+    """PodSpec fields that put a pod on the Trainium2 nodes with its devices: node selector, taint toleration,
+    DRA claim. Serving pods and build Jobs use the same ones."""
+    return {
+        "node_selector": {NODE_ROLE_LABEL: "trn2"},
+        "tolerations": [
+            k8s.Toleration(key=NEURON_TAINT_KEY, operator="Equal", value=NEURON_TAINT_VALUE, effect="NoSchedule")
+        ],
+        "resource_claims": [k8s.PodResourceClaim(name=CLAIM_NAME, resource_claim_template_name=claim_template)],
+    }
+
+
+def trn2_resources(instance: NeuronInstance, devices: int) -> k8s.ResourceRequirements:
+    """Guaranteed CPU/memory in proportion to the devices, plus the DRA claim."""
+    cpu, memory_gib = node_share(instance, devices)
+    fixed = {"cpu": k8s.Quantity.from_number(cpu), "memory": gi(memory_gib)}
+    return k8s.ResourceRequirements(requests=fixed, limits=fixed, claims=[k8s.ResourceClaim(name=CLAIM_NAME)])

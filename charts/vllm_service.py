@@ -9,9 +9,9 @@ from constructs import Construct
 
 from charts.code_bundle import CODE_PATH, CodeBundle
 from charts.models_volume import MOUNT_PATH, ModelsVolume
-from charts.neuron_claim import CLAIM_NAME, NeuronClaimTemplate, node_share
+from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
 from charts.vllm_args import artifact_dir, vllm_args, vllm_env
-from config.schema import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL, DeploymentConfig, ServingProfile
+from config.schema import DeploymentConfig, ServingProfile
 from model_build.digest import artifact_inputs, profile_digest
 
 SHM_GIB = 128  # as the reference deployment: NxDI stages tensors through shared memory
@@ -76,7 +76,6 @@ class VllmService(Construct):
             self, "ServiceAccount", metadata=k8s.ObjectMeta(name=service_account_name(profile), labels=self.labels)
         )
 
-        cpu, memory_gib = node_share(config.trn2_nodes.instance, profile.placement.devices)
         digest = profile_digest(config, profile)
         expected = {"digest": digest, "inputs": artifact_inputs(config, profile), "profile": profile.name}
         volume_mounts = [k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=True)]
@@ -95,15 +94,7 @@ class VllmService(Construct):
                     metadata=k8s.ObjectMeta(labels=self.labels, annotations={"trn-specdec/artifact-digest": digest}),
                     spec=k8s.PodSpec(
                         service_account_name=service_account_name(profile),
-                        node_selector={NODE_ROLE_LABEL: "trn2"},
-                        tolerations=[
-                            k8s.Toleration(
-                                key=NEURON_TAINT_KEY, operator="Equal", value=NEURON_TAINT_VALUE, effect="NoSchedule"
-                            )
-                        ],
-                        resource_claims=[
-                            k8s.PodResourceClaim(name=CLAIM_NAME, resource_claim_template_name=self.claim_template.name)
-                        ],
+                        **trn2_placement(self.claim_template.name),
                         termination_grace_period_seconds=60,
                         init_containers=[
                             k8s.Container(
@@ -120,8 +111,8 @@ class VllmService(Construct):
                                 ],
                                 env=[k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH)],
                                 resources=k8s.ResourceRequirements(
-                                    requests={"cpu": k8s.Quantity.from_string("500m"), "memory": _gi(1)},
-                                    limits={"cpu": k8s.Quantity.from_string("1"), "memory": _gi(1)},
+                                    requests={"cpu": k8s.Quantity.from_string("500m"), "memory": gi(1)},
+                                    limits={"cpu": k8s.Quantity.from_string("1"), "memory": gi(1)},
                                 ),
                                 volume_mounts=[
                                     *volume_mounts,
@@ -137,11 +128,7 @@ class VllmService(Construct):
                                 args=vllm_args(config, profile),
                                 env=[k8s.EnvVar(name=k, value=v) for k, v in sorted(vllm_env(config, profile).items())],
                                 ports=[k8s.ContainerPort(name="http", container_port=profile.port)],
-                                resources=k8s.ResourceRequirements(
-                                    requests={"cpu": k8s.Quantity.from_number(cpu), "memory": _gi(memory_gib)},
-                                    limits={"cpu": k8s.Quantity.from_number(cpu), "memory": _gi(memory_gib)},
-                                    claims=[k8s.ResourceClaim(name=CLAIM_NAME)],
-                                ),
+                                resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
                                 volume_mounts=[*volume_mounts, k8s.VolumeMount(name="dshm", mount_path="/dev/shm")],
                                 startup_probe=k8s.Probe(
                                     http_get=probe,
@@ -166,7 +153,7 @@ class VllmService(Construct):
                             ),
                             k8s.Volume(
                                 name="dshm",
-                                empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=_gi(SHM_GIB)),
+                                empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=gi(SHM_GIB)),
                             ),
                             code.volume(),
                         ],
@@ -186,7 +173,3 @@ class VllmService(Construct):
                 ],
             ),
         )
-
-
-def _gi(n: int) -> k8s.Quantity:
-    return k8s.Quantity.from_string(f"{n}Gi")

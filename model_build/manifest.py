@@ -58,10 +58,10 @@ class Manifest:
         self, other: Manifest, *, mine: str = "local", theirs: str = "published", limit: int = 5
     ) -> list[str]:
         """The first few ways two manifests differ, as sentences."""
-        mine, theirs = {f.path: f for f in self.files}, {f.path: f for f in other.files}
+        ours, others = {f.path: f for f in self.files}, {f.path: f for f in other.files}
         out = []
-        for path in sorted(set(mine) | set(theirs)):
-            a, b = mine.get(path), theirs.get(path)
+        for path in sorted(set(ours) | set(others)):
+            a, b = ours.get(path), others.get(path)
             if a is None:
                 out.append(f"{path}: only {theirs}")
             elif b is None:

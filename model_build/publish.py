@@ -1,7 +1,7 @@
 """Publish a tree (a compiled artifact or a staged checkpoint) to its S3 prefix, manifest.json last.
 
 The manifest is the commit point: serving only trusts a prefix that has one, and publish writes it
-only after HeadObject has confirmed every object it lists. So:
+only after HeadObject has confirmed, in this run, every object it lists. So:
 - a publish that dies leaves no manifest: nothing half-written is ever served; re-running resumes;
 - a prefix that already has a manifest is never overwritten (serving may be reading it); a re-publish
   of the same content only checks (and repairs missing objects), sending no data;
@@ -110,19 +110,16 @@ def publish_tree(
     existed_before = existing is not None
     if existing is None:
         try:
+            # Every object is confirmed with HeadObject inside the upload (skipped ones by the HeadObject that
+            # matched them, written ones by reading them back), so once it returns the manifest may follow.
             files, _ = store.upload_tree(prefix, root, paths, guard=manifest_guard(store, key))
-        except ManifestAppeared:
-            existing = read_manifest(store, key)  # another publisher won: compare with it below
+        except BuildError:
+            existing = read_manifest(store, key)
+            if existing is None:
+                raise  # nothing committed: a plain failure; re-running resumes
+            # else another publisher committed meanwhile: compare with it below
         else:
             manifest = make_manifest(_entries(files))
-            problems = store.check_present(prefix, manifest.files)
-            if problems:
-                raise BuildError(
-                    f"after uploading, {url} does not hold what was uploaded, so no manifest was written: "
-                    + "; ".join(problems[:5])
-                    + ". Another publisher may be writing different content there; stop it and re-run",
-                    EXIT_MISMATCH,
-                )
             if store.put_if_absent(key, manifest.to_json().encode()):
                 return PublishResult(url, manifest, this_run(), already_published=False, wrote_manifest=True)
             existing = read_manifest(store, key)  # lost the race to commit: compare with the winner

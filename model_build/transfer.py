@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from model_build.errors import BuildError
+from model_build.errors import EXIT_MISMATCH, BuildError
 from model_build.progress import DEFAULT_LOG_INTERVAL_S, Progress
 
 MIB = 1 << 20
@@ -353,8 +353,10 @@ class S3Store:
         """The one upload engine: a thread pool fed by the main thread, which owns all bookkeeping.
 
         Tasks: hash a file -> (its size matches a listed object) HeadObject -> PutObject, or
-        CreateMultipartUpload / resume -> UploadPart x N -> CompleteMultipartUpload. `guard` runs before
-        each write; publish uses it to stop if another publisher commits the prefix meanwhile.
+        CreateMultipartUpload / resume -> UploadPart x N -> CompleteMultipartUpload; every written object
+        is read back with HeadObject (size and sha256), so when this returns, every file has been
+        confirmed present in this run. `guard` runs before each write; publish uses it to stop if another
+        publisher commits the prefix meanwhile.
         """
         stats = TransferStats(parent=self.totals)
         sizes = self.list_sizes(prefix)
@@ -480,6 +482,7 @@ class S3Store:
         )
         stats.add(bytes_sent=len(data))
         progress.advance(len(data))
+        _read_back(self.head(key), f, self.url(key))
 
     def _start_multipart(
         self, key: str, f: LocalFile, resume: bool, stop: threading.Event, guard: Callable[[], None]
@@ -602,6 +605,17 @@ class S3Store:
             return
         # Another publisher finished or aborted this upload, or the resumed upload carried stale metadata.
         raise _RestartFresh(f)
+
+
+def _read_back(remote: RemoteObject | None, f: LocalFile, url: str) -> None:
+    """HeadObject right after a write: the object must be there with our size and sha256."""
+    if remote is None or remote.size != f.size or remote.sha256 != f.sha256:
+        found = "nothing" if remote is None else f"{remote.size} bytes, sha256 {remote.sha256}"
+        raise BuildError(
+            f"{url} reads back as {found} right after it was written ({f.size} bytes, sha256 {f.sha256}); another "
+            "publisher is writing different content to this prefix. Stop it, then re-run",
+            EXIT_MISMATCH,
+        )
 
 
 def _same_part(prior: dict[str, Any], size: int, sha256_b64: str, md5_hex: str) -> bool:

@@ -116,20 +116,20 @@ class FaultyClient:
         self.failures = 0
         self.body_bytes = 0
         self.sent: list[tuple[str, int]] = []  # (key, body bytes) of every call that went through
-        self.events: list[tuple[str, str]] = []  # (operation, key) of writes that went through, in order
+        self.events: list[tuple[str, str]] = []  # (operation, key) of writes and HEADs that went through, in order
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._client, name)
-        if name == "complete_multipart_upload":
+        if name in ("complete_multipart_upload", "head_object"):
 
-            def complete(**kwargs: Any) -> Any:
+            def recorded(**kwargs: Any) -> Any:
                 result = real(**kwargs)
                 with self._lock:
-                    self.events.append(("complete_multipart_upload", kwargs["Key"]))
+                    self.events.append((name, kwargs["Key"]))
                 return result
 
-            return complete
+            return recorded
         if name not in ("put_object", "upload_part"):
             return real
 

@@ -51,8 +51,15 @@ def test_publish_then_verify(compiled, plans, make_store, s3, bucket):
     }
     assert BUILD_RECORD_NAME in {f.path for f in manifest.files}
     assert manifest.builder == {"neuronx-distributed-inference": "0.6.10598+test"}
-    # The manifest is the very last write.
-    assert recorder.events[-1] == ("put_object", artifact_prefix(plan.digest) + MANIFEST_NAME)
+    # The manifest is the very last write, and every object was read back with HeadObject before it.
+    manifest_key = artifact_prefix(plan.digest) + MANIFEST_NAME
+    writes = [e for e in recorder.events if e[0] != "head_object"]
+    assert writes[-1] == ("put_object", manifest_key)
+    commit = recorder.events.index(("put_object", manifest_key))
+    for f in manifest.files:
+        key = artifact_prefix(plan.digest) + f.path
+        written = max(i for i, (op, k) in enumerate(recorder.events) if k == key and op != "head_object")
+        assert any(recorder.events[i] == ("head_object", key) for i in range(written + 1, commit)), f.path
     assert verify_artifact(make_store(), plan).ok
     assert verify_artifact(make_store(), plan, deep=True).ok
 
@@ -157,6 +164,7 @@ def test_a_published_artifact_with_other_content_is_never_overwritten(tmp_path, 
     with pytest.raises(BuildError, match="never overwrites it") as err:
         publish_artifact(make_store(), plan, tmp_path / "b")
     assert err.value.code == 1 and "aws s3 rm --recursive" in str(err.value)
+    assert "model.pt: local 1048593 bytes sha256" in str(err.value)  # names what differs
     assert _manifest(s3, bucket, plan.digest) == before
     assert verify_artifact(make_store(), plan, deep=True).ok  # still the first artifact, byte for byte
 
