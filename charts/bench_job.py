@@ -7,13 +7,12 @@ Static parts (service account, code, config) are applied by `cdk deploy` with th
 
 from __future__ import annotations
 
-import re
 import shlex
 
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.code_bundle import CODE_PATH, CONFIG_PATH, ROOT, CodeBundle, ConfigFile, code_volume, python_files
+from charts.code_bundle import CODE_PATH, CONFIG_PATH, CodeBundle, ConfigFile, code_volume, lock_pins, python_files
 from charts.neuron_claim import gi
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 
@@ -31,14 +30,7 @@ def bench_code_files() -> list[str]:
 
 
 def pinned_runtime_packages() -> list[str]:
-    lock = (ROOT / "requirements.lock").read_text()
-    pins = []
-    for name in RUNTIME_PACKAGES:
-        match = re.search(rf"^{re.escape(name)}==([^\s\\]+)", lock, re.MULTILINE)
-        if not match:
-            raise ValueError(f"{name} is not pinned in requirements.lock; add it to pyproject.toml and relock")
-        pins.append(f"{name}=={match.group(1)}")
-    return pins
+    return lock_pins(*RUNTIME_PACKAGES)
 
 
 def endpoints(config: DeploymentConfig) -> list[str]:

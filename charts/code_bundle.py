@@ -7,6 +7,7 @@ versioned with the deployment, and mounted read-only under CODE_PATH (PYTHONPATH
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import yaml
@@ -20,6 +21,18 @@ CODE_PATH = "/opt/trn-specdec"
 CONFIG_PATH = "/etc/trn-specdec"  # config.yaml: the effective deployment config, for jobs that read it
 CONFIG_CONFIG_MAP = "trn-specdec-config"
 CONFIGMAP_LIMIT = 1_000_000  # bytes; Kubernetes rejects larger ConfigMaps
+
+
+def lock_pins(*names: str) -> list[str]:
+    """`name==version` as requirements.lock pins them, for jobs that pip-install into a stock image."""
+    lock = (ROOT / "requirements.lock").read_text()
+    pins = []
+    for name in names:
+        match = re.search(rf"^{re.escape(name)}==([^\s\\]+)", lock, re.MULTILINE)
+        if not match:
+            raise ValueError(f"{name} is not pinned in requirements.lock; add it to pyproject.toml and relock")
+        pins.append(f"{name}=={match.group(1)}")
+    return pins
 
 
 def python_files(*packages: str) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.code_bundle import CODE_PATH, CONFIG_PATH, CodeBundle, ConfigFile, code_volume, python_files
+from charts.code_bundle import CODE_PATH, CONFIG_PATH, CodeBundle, ConfigFile, code_volume, lock_pins, python_files
 from charts.models_volume import MOUNT_PATH, ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
 from config.schema import DeploymentConfig, ServingProfile
@@ -19,7 +19,6 @@ BUILD_CODE_CONFIG_MAP = "trn-specdec-build-code"
 SCRATCH_PATH = "/scratch"
 SCRATCH_GIB = 400  # Qwen3-32B artifacts are tens of GB; neuronx-cc work files need more
 BUILD_DEADLINE_HOURS = 6
-BOTO3_PIN = "boto3==1.40.70"  # installed at start only if the image lacks boto3
 
 
 def build_code_files() -> list[str]:
@@ -49,7 +48,8 @@ def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name:
     return "\n".join(
         [
             "set -euo pipefail",
-            f'python3 -c "import boto3" 2>/dev/null || pip install --quiet --no-cache-dir {BOTO3_PIN}',
+            # boto3 (for publish) is installed at start only if the image lacks it, at the locked version.
+            f'python3 -c "import boto3" 2>/dev/null || pip install --quiet --no-cache-dir {lock_pins("boto3")[0]}',
             f"{cli} plan {profile.name}",
             f"{cli} compile {profile.name} --out {out}",
             f"{cli} publish {profile.name} --from {out}",

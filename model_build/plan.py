@@ -71,6 +71,9 @@ def target_neuron_config(config: DeploymentConfig, profile: ServingProfile) -> d
     kwargs: dict[str, Any] = {
         "tp_degree": profile.placement.tensor_parallel_size,  # :293
         "batch_size": profile.max_num_seqs,  # :103
+        # :170; vLLM's own NxDI config (vllm/model_executor/model_loader/neuronx_distributed.py,
+        # _get_default_neuron_config in v0.9.1) encodes one prompt at a time: compile what it would compile.
+        "ctx_batch_size": 1,
         "max_context_length": profile.max_model_len,  # :143, as vLLM sets it (prompt may fill the window)
         "seq_len": profile.max_model_len,  # :107
         "torch_dtype": profile.dtype,  # :116-124, a string is converted by to_torch_dtype
