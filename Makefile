@@ -31,9 +31,8 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 synth: setup
-	$(CDK) synth --quiet $(CDK_FLAGS)
-	$(BIN)/python -m charts --config $(CONFIG) --out dist
-	@echo "templates: $$(ls cdk.out/*.template.json | tr '\n' ' ')"
+	$(CDK) synth --quiet $(CDK_FLAGS) -c dist=dist
+	@echo "templates: $$(ls cdk.out/*.template.json | tr '\n' ' ')"; echo "kubernetes: $$(ls dist/*.yaml)"
 
 test: setup
 	$(BIN)/ruff check .

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from aws_cdk import App, Validations
 from cdk_nag import AwsSolutionsChecks
@@ -27,6 +28,11 @@ def main() -> None:
         print(err, file=sys.stderr)
         sys.exit(2)
     add_stacks(app, config)
+    dist = app.node.try_get_context("dist")
+    if dist:  # `make synth` also writes the Kubernetes objects as YAML, in this process (one jsii start-up)
+        from charts.__main__ import write_dist
+
+        write_dist(config, Path(dist), source=app.node.try_get_context("config"))
     if not _falsy(app.node.try_get_context("nag")):
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     app.synth()
