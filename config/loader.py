@@ -36,16 +36,25 @@ def parse_config(data: Any) -> DeploymentConfig:
     try:
         return DeploymentConfig.model_validate(data)
     except ValidationError as err:
-        problems = [line for e in err.errors() for line in _sentence(e).split("\n")]
-        raise ConfigError(problems) from None
+        raise ConfigError([line for e in err.errors() for line in _sentences(e)]) from None
+
+
+def _sentences(error: Any) -> list[str]:
+    """The cross-field validator reports several problems at once, one per line; others are one sentence."""
+    if error["type"] == "value_error" and not _loc(error):
+        return error["msg"].removeprefix("Value error, ").split("\n")
+    return [_sentence(error)]
+
+
+def _loc(error: Any) -> str:
+    parts = [p for p in error["loc"] if not (isinstance(p, str) and p in _UNION_TAGS)]
+    return ".".join(str(p) if str(p).isprintable() and "." not in str(p) else repr(p) for p in parts)
 
 
 def _sentence(error: Any) -> str:
-    loc = ".".join(str(p) for p in error["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
+    loc = _loc(error)
     msg: str = error["msg"].removeprefix("Value error, ")
     kind = error["type"]
-    if kind == "value_error" and loc == "":
-        return msg
     value = error.get("input")
     shown = _short(value)
     if kind == "missing":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
 import pytest
@@ -148,7 +149,11 @@ JUNK = st.one_of(
 )
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("CONFIG_FUZZ_EXAMPLES", "250")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(mutations=st.lists(st.tuples(st.sampled_from(FIELD_PATHS), JUNK), min_size=1, max_size=3))
 def test_random_mutations_raise_only_config_errors_that_name_a_field(mutations):
     data = copy.deepcopy(DEFAULT)
