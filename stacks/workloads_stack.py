@@ -45,30 +45,22 @@ class WorkloadsStack(Stack):
         self.build_roles: dict[str, iam.Role] = {}
         for profile in config.profiles:
             self.build_roles[profile.name] = self._build_role(config, profile, cluster, bucket, nag_bucket)
-            identity = PodIdentityRole(
-                self,
-                f"{profile.name}-identity",
-                cluster=cluster,
-                namespace=config.namespace,
-                service_account=service_account_name(profile),
-                description=f"vLLM {profile.name}: read its own artifact and checkpoints from the models bucket",
+            role = self._identity(
+                config,
+                cluster,
+                service_account_name(profile),
+                f"vLLM {profile.name}: read its own artifact and checkpoints from the models bucket",
             )
             prefixes = serving_read_prefixes(config, profile)
-            # Mountpoint lists directories on the way down; listing reveals key names, never content.
-            identity.role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
-            identity.role.add_to_policy(
-                iam.PolicyStatement(
-                    actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes]
-                )
-            )
+            _grant_reads(role, bucket, prefixes)
             acknowledge(
-                identity.role,
+                role,
                 "IAM5",
                 "GetObject is limited to this service's own content-addressed artifact prefix and the checkpoint "
                 "prefixes of the models it loads; object ARNs under a prefix need a trailing wildcard.",
                 tuple(f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{p}*]" for p in prefixes),
             )
-            self.serving_roles[profile.name] = identity.role
+            self.serving_roles[profile.name] = role
 
         self.bench_role = self._bench_role(config, cluster, bucket, nag_bucket)
 
@@ -93,21 +85,15 @@ class WorkloadsStack(Stack):
         nag_bucket: str,
     ) -> iam.Role:
         """The model-build Job reads the checkpoints it compiles and writes only its own artifact prefix."""
-        identity = PodIdentityRole(
-            self,
-            f"{profile.name}-build-identity",
-            cluster=cluster,
-            namespace=config.namespace,
-            service_account=build_service_account(profile),
-            description=f"model build {profile.name}: read checkpoints, write artifacts/<digest>/ only",
+        role = self._identity(
+            config,
+            cluster,
+            build_service_account(profile),
+            f"model build {profile.name}: read checkpoints, write artifacts/<digest>/ only",
         )
         artifact = artifact_prefix(profile_digest(config, profile))
         reads = checkpoint_prefixes(config, profile)
-        role = identity.role
-        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
-        role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}*") for p in reads])
-        )
+        _grant_reads(role, bucket, reads)
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
@@ -127,15 +113,12 @@ class WorkloadsStack(Stack):
         self, config: DeploymentConfig, cluster: eks.ICluster, bucket: s3.IBucket, nag_bucket: str
     ) -> iam.Role:
         """The benchmark Job may publish metrics only in the configured namespace and write only results/."""
-        identity = PodIdentityRole(
-            self,
-            "bench-identity",
-            cluster=cluster,
-            namespace=config.namespace,
-            service_account=BENCH_SERVICE_ACCOUNT,
-            description="benchmark Job: PutMetricData in its namespace, write results/ in the models bucket",
+        role = self._identity(
+            config,
+            cluster,
+            BENCH_SERVICE_ACCOUNT,
+            "benchmark Job: PutMetricData in its namespace, write results/ in the models bucket",
         )
-        role = identity.role
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
@@ -154,3 +137,25 @@ class WorkloadsStack(Stack):
             ("[Resource::*]", f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/results/*]"),
         )
         return role
+
+    def _identity(
+        self, config: DeploymentConfig, cluster: eks.ICluster, service_account: str, description: str
+    ) -> iam.Role:
+        """A role for one service account of the namespace, bound through EKS Pod Identity."""
+        return PodIdentityRole(
+            self,
+            f"{service_account}-identity",
+            cluster=cluster,
+            namespace=config.namespace,
+            service_account=service_account,
+            description=description,
+        ).role
+
+
+def _grant_reads(role: iam.Role, bucket: s3.IBucket, prefixes: list[str]) -> None:
+    """GetObject under `prefixes` only. Mountpoint lists directories on the way down; ListBucket reveals key
+    names, never content."""
+    role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+    role.add_to_policy(
+        iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes])
+    )

@@ -69,7 +69,7 @@ def test_parser_reads_labels_types_and_special_values() -> None:
     text = "\n".join(
         [
             "# TYPE a counter",
-            'a_total{path="C:\\\\x",quote="say \\"hi\\"",nl="l1\\nl2"} 3.0 1700000000000',
+            'a_total{path="C:\\\\x",quote="say \\"hi\\"",nl="l1\\nl2"} 3.0 1700000000',  # a trailing timestamp (ms) is ignored
             'b{le="+Inf"} +Inf',
             "c NaN",
             "garbage line without value",
