@@ -12,7 +12,17 @@ import shlex
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.code_bundle import CODE_PATH, CONFIG_PATH, CodeBundle, ConfigFile, code_volume, lock_pins, python_files
+from charts.code_bundle import (
+    ARCHIVE_PATH,
+    CONFIG_PATH,
+    UNPACKED_PATH,
+    CodeArchive,
+    ConfigFile,
+    archive_volume,
+    lock_pins,
+    python_files,
+    unpack_command,
+)
 from charts.neuron_claim import gi
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 
@@ -26,7 +36,9 @@ RUNTIME_PACKAGES = ("aiohttp", "pydantic", "pyyaml", "boto3")
 
 
 def bench_code_files() -> list[str]:
-    return python_files("bench", "config")
+    """What `python -m bench run` needs in the cluster (no report plots, no test server)."""
+    skip = {"bench/report.py", "bench/loopback_server.py", "bench/selfcheck.py"}
+    return [f for f in python_files("bench", "config") if f not in skip]
 
 
 def pinned_runtime_packages() -> list[str]:
@@ -59,6 +71,7 @@ def bench_script(config: DeploymentConfig, bucket_name: str, run_id: str, extra_
     return "\n".join(
         [
             "set -euo pipefail",
+            unpack_command(),
             "pip install --quiet --no-cache-dir --disable-pip-version-check " + " ".join(pinned_runtime_packages()),
             shlex.join(run),
         ]
@@ -72,7 +85,7 @@ class BenchmarkSupport(Construct):
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
         k8s.KubeServiceAccount(self, "ServiceAccount", metadata=k8s.ObjectMeta(name=BENCH_SERVICE_ACCOUNT))
-        self.code = CodeBundle(self, "Code", name=BENCH_CODE_CONFIG_MAP, files=bench_code_files())
+        self.code = CodeArchive(self, "Code", name=BENCH_CODE_CONFIG_MAP, files=bench_code_files())
 
 
 class BenchmarkJob(Construct):
@@ -112,9 +125,8 @@ class BenchmarkJob(Construct):
                                     "-c",
                                     bench_script(config, bucket_name, run_id, extra_args or []),
                                 ],
-                                working_dir=CODE_PATH,
                                 env=[
-                                    k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH),
+                                    k8s.EnvVar(name="PYTHONPATH", value=UNPACKED_PATH),
                                     k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
                                     k8s.EnvVar(name="AWS_REGION", value=config.region),
                                 ],
@@ -123,14 +135,14 @@ class BenchmarkJob(Construct):
                                     limits={"cpu": k8s.Quantity.from_string("2"), "memory": gi(2)},
                                 ),
                                 volume_mounts=[
-                                    k8s.VolumeMount(name="code", mount_path=CODE_PATH, read_only=True),
+                                    k8s.VolumeMount(name="code", mount_path=ARCHIVE_PATH, read_only=True),
                                     k8s.VolumeMount(name="config", mount_path=CONFIG_PATH, read_only=True),
                                     k8s.VolumeMount(name="results", mount_path=RESULTS_PATH),
                                 ],
                             )
                         ],
                         volumes=[
-                            code_volume(BENCH_CODE_CONFIG_MAP, bench_code_files()),
+                            archive_volume(BENCH_CODE_CONFIG_MAP),
                             ConfigFile.volume(),
                             k8s.Volume(name="results", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(1))),
                         ],

@@ -1,13 +1,19 @@
-"""Project code shipped to pods as a ConfigMap, so jobs and init steps run in the stock Neuron image.
+"""Project code shipped to pods as ConfigMaps, so jobs and init steps run in stock images.
 
-No custom image build and no Docker on the deployer's machine: the files are read at synth time,
-versioned with the deployment, and mounted read-only under CODE_PATH (PYTHONPATH).
+No custom image build and no Docker on the deployer's machine: the files are read at synth time and
+versioned with the deployment. A small bundle is mounted file by file under CODE_PATH; a larger one is a
+deterministic tar.gz (binaryData) that the job unpacks first, which keeps each manifest far below the
+256 KiB payload limit of the kubectl handler that applies it.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
+import io
 import re
+import tarfile
 from pathlib import Path
 
 import yaml
@@ -21,6 +27,9 @@ CODE_PATH = "/opt/trn-specdec"
 CONFIG_PATH = "/etc/trn-specdec"  # config.yaml: the effective deployment config, for jobs that read it
 CONFIG_CONFIG_MAP = "trn-specdec-config"
 CONFIGMAP_LIMIT = 1_000_000  # bytes; Kubernetes rejects larger ConfigMaps
+ARCHIVE_PATH = "/opt/trn-specdec-archive"
+ARCHIVE_KEY = "code.tar.gz"
+UNPACKED_PATH = "/tmp/trn-specdec"  # PYTHONPATH of jobs that ship a CodeArchive
 
 
 def lock_pins(*names: str) -> list[str]:
@@ -53,6 +62,44 @@ class CodeBundle(Construct):
 
     def volume(self, volume_name: str = "code") -> k8s.Volume:
         return code_volume(self.name, self.files, volume_name)
+
+
+class CodeArchive(Construct):
+    """Files as one reproducible tar.gz (fixed mtimes and owners), in a ConfigMap's binaryData."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, files: list[str]) -> None:
+        super().__init__(scope, construct_id)
+        self.name = name
+        self.files = sorted(files)
+        self.archive = build_archive(self.files)
+        if len(self.archive) * 4 // 3 > CONFIGMAP_LIMIT:
+            raise ValueError(f"code archive {name} is {len(self.archive)} bytes, too large for a ConfigMap")
+        self.config_map = k8s.KubeConfigMap(
+            self,
+            "ConfigMap",
+            metadata=k8s.ObjectMeta(name=name),
+            binary_data={ARCHIVE_KEY: base64.b64encode(self.archive).decode()},
+        )
+
+
+def build_archive(files: list[str]) -> bytes:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for f in sorted(files):
+            data = (ROOT / f).read_bytes()
+            info = tarfile.TarInfo(f)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(raw.getvalue(), compresslevel=9, mtime=0)
+
+
+def archive_volume(config_map: str, volume_name: str = "code") -> k8s.Volume:
+    return k8s.Volume(name=volume_name, config_map=k8s.ConfigMapVolumeSource(name=config_map))
+
+
+def unpack_command() -> str:
+    """First line of a job script that ships a CodeArchive (tar exists in every image we use)."""
+    return f"mkdir -p {UNPACKED_PATH} && tar -xzf {ARCHIVE_PATH}/{ARCHIVE_KEY} -C {UNPACKED_PATH}"
 
 
 class ConfigFile(Construct):

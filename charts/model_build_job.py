@@ -9,7 +9,17 @@ from __future__ import annotations
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.code_bundle import CODE_PATH, CONFIG_PATH, CodeBundle, ConfigFile, code_volume, lock_pins, python_files
+from charts.code_bundle import (
+    ARCHIVE_PATH,
+    CONFIG_PATH,
+    UNPACKED_PATH,
+    CodeArchive,
+    ConfigFile,
+    archive_volume,
+    lock_pins,
+    python_files,
+    unpack_command,
+)
 from charts.models_volume import MOUNT_PATH, ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
 from config.schema import DeploymentConfig, ServingProfile
@@ -48,6 +58,7 @@ def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name:
     return "\n".join(
         [
             "set -euo pipefail",
+            unpack_command(),
             # boto3 (for publish) is installed at start only if the image lacks it, at the locked version.
             f'python3 -c "import boto3" 2>/dev/null || pip install --quiet --no-cache-dir {lock_pins("boto3")[0]}',
             f"{cli} plan {profile.name}",
@@ -64,7 +75,7 @@ class ModelBuildSupport(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, bucket_name: str) -> None:
         super().__init__(scope, construct_id)
-        self.code = CodeBundle(self, "Code", name=BUILD_CODE_CONFIG_MAP, files=build_code_files())
+        self.code = CodeArchive(self, "Code", name=BUILD_CODE_CONFIG_MAP, files=build_code_files())
         for profile in config.profiles:
             k8s.KubeServiceAccount(
                 self,
@@ -130,7 +141,7 @@ class ModelBuildJob(Construct):
                                 image=profile.image.uri,
                                 command=["/bin/bash", "-c", build_script(config, profile, bucket_name)],
                                 env=[
-                                    k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH),
+                                    k8s.EnvVar(name="PYTHONPATH", value=UNPACKED_PATH),
                                     k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
                                     k8s.EnvVar(name="AWS_REGION", value=config.region),
                                     k8s.EnvVar(name="NEURON_RT_VIRTUAL_CORE_SIZE", value=lnc),
@@ -141,7 +152,7 @@ class ModelBuildJob(Construct):
                                 volume_mounts=[
                                     k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=True),
                                     k8s.VolumeMount(name="scratch", mount_path=SCRATCH_PATH),
-                                    k8s.VolumeMount(name="code", mount_path=CODE_PATH, read_only=True),
+                                    k8s.VolumeMount(name="code", mount_path=ARCHIVE_PATH, read_only=True),
                                     k8s.VolumeMount(name="config", mount_path=CONFIG_PATH, read_only=True),
                                 ],
                             )
@@ -154,7 +165,7 @@ class ModelBuildJob(Construct):
                                 ),
                             ),
                             k8s.Volume(name="scratch", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(SCRATCH_GIB))),
-                            code_volume(BUILD_CODE_CONFIG_MAP, build_code_files()),
+                            archive_volume(BUILD_CODE_CONFIG_MAP),
                             ConfigFile.volume(),
                         ],
                     ),

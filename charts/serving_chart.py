@@ -1,7 +1,10 @@
-"""The chart `cdk deploy` applies: namespace, shipped code and config, one VllmService per profile, and the
-static parts of the model-build and benchmark Jobs."""
+"""What `cdk deploy` applies, as a few charts: a base (namespace, config, the init check's code), one per
+serving profile, and the static parts of the model-build and benchmark Jobs. Each chart becomes its own
+manifest resource, so none nears the kubectl handler's payload limit and a profile's objects stay together."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import cdk8s
 from cdk8s_plus_34 import k8s
@@ -15,25 +18,40 @@ from config.schema import DeploymentConfig
 
 # The stdlib-only manifest check the serving init container runs (model_build/check_mounted.py).
 VERIFY_CODE = ["model_build/__init__.py", "model_build/manifest.py", "model_build/check_mounted.py"]
+BASE = "base"
 
 
-class ServingChart(cdk8s.Chart):
-    """Adding a profile to the config adds a service here; there is no per-profile code."""
+def _chart(app: cdk8s.App, chart_id: str, config: DeploymentConfig) -> cdk8s.Chart:
+    return cdk8s.Chart(app, chart_id, namespace=config.namespace, disable_resource_name_hashes=True)
 
-    def __init__(self, scope: Construct, chart_id: str, *, config: DeploymentConfig, bucket_name: str) -> None:
+
+class BaseChart(cdk8s.Chart):
+    def __init__(self, scope: Construct, chart_id: str, *, config: DeploymentConfig) -> None:
         super().__init__(scope, chart_id, namespace=config.namespace, disable_resource_name_hashes=True)
         self.namespace_object = k8s.KubeNamespace(
             self,
             "Namespace",
             metadata=k8s.ObjectMeta(name=config.namespace, labels={"app.kubernetes.io/part-of": "trn-specdec"}),
         )
-        self.code = CodeBundle(self, "VerifyCode", name="trn-specdec-verify-code", files=VERIFY_CODE)
-        self.services = {
-            p.name: VllmService(self, p.name, config=config, profile=p, bucket_name=bucket_name, code=self.code)
-            for p in config.profiles
-        }
         self.config_file = ConfigFile(self, "Config", config=config)
-        self.build_support = ModelBuildSupport(self, "Build", config=config, bucket_name=bucket_name)
-        self.bench_support = BenchmarkSupport(self, "Bench")
-        for child in [*self.services.values(), self.code, self.config_file, self.build_support, self.bench_support]:
+        self.verify_code = CodeBundle(self, "VerifyCode", name="trn-specdec-verify-code", files=VERIFY_CODE)
+        for child in (self.config_file, self.verify_code):
             child.node.add_dependency(self.namespace_object)
+
+
+def render_groups(config: DeploymentConfig, bucket_name: str) -> dict[str, list[dict[str, Any]]]:
+    """Kubernetes objects by group, base first; adding a profile adds a group, with no code change."""
+    app = cdk8s.App()
+    base = BaseChart(app, BASE, config=config)
+    groups = {BASE: base.to_json()}
+    for profile in config.profiles:
+        chart = _chart(app, f"service-{profile.name}", config)
+        VllmService(chart, profile.name, config=config, profile=profile, bucket_name=bucket_name, code=base.verify_code)
+        groups[chart.node.id] = chart.to_json()
+    build = _chart(app, "model-build", config)
+    ModelBuildSupport(build, "Build", config=config, bucket_name=bucket_name)
+    groups[build.node.id] = build.to_json()
+    bench = _chart(app, "bench", config)
+    BenchmarkSupport(bench, "Bench")
+    groups[bench.node.id] = bench.to_json()
+    return groups

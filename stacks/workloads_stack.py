@@ -8,9 +8,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from charts import render_serving
 from charts.bench_job import BENCH_SERVICE_ACCOUNT
 from charts.model_build_job import build_service_account
+from charts.serving_chart import BASE, render_groups
 from charts.vllm_service import service_account_name
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
 from model_build.digest import artifact_prefix, checkpoint_prefix, profile_digest
@@ -64,17 +64,19 @@ class WorkloadsStack(Stack):
 
         self.bench_role = self._bench_role(config, cluster, bucket, nag_bucket)
 
-        self.manifest = eks.KubernetesManifest(
-            self,
-            "Serving",
-            cluster=cluster,
-            manifest=render_serving(config, bucket_name),
-            overwrite=True,
-        )
+        # One manifest resource per chart group: each stays far below the kubectl handler's 256 KiB event
+        # payload (an update carries old and new), and the groups apply after the base (the namespace).
+        self.manifests: dict[str, eks.KubernetesManifest] = {}
+        for group, objects in render_groups(config, bucket_name).items():
+            manifest = eks.KubernetesManifest(self, f"k8s-{group}", cluster=cluster, manifest=objects, overwrite=True)
+            if group != BASE:
+                manifest.node.add_dependency(self.manifests[BASE])
+            self.manifests[group] = manifest
         # DRA claims need the driver's DeviceClass; the S3 volumes need the CSI driver and Pod Identity agent.
-        self.manifest.node.add_dependency(cluster_stack.neuron_dra)
+        base = self.manifests[BASE]
+        base.node.add_dependency(cluster_stack.neuron_dra)
         for addon in ("aws-mountpoint-s3-csi-driver", "eks-pod-identity-agent"):
-            self.manifest.node.add_dependency(cluster_stack.addons[addon])
+            base.node.add_dependency(cluster_stack.addons[addon])
 
     def _build_role(
         self,

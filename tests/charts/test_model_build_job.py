@@ -63,7 +63,7 @@ def test_build_support_objects_are_deployed_with_the_serving_chart(serving_objec
         assert f"{p.name}-build-models" in of_kind(serving_objects, "PersistentVolumeClaim")
     config_maps = of_kind(serving_objects, "ConfigMap")
     assert "config.yaml" in config_maps["trn-specdec-config"]["data"]
-    assert "model_build__manifest.py" in config_maps["trn-specdec-build-code"]["data"]
+    assert "code.tar.gz" in config_maps["trn-specdec-build-code"]["binaryData"]
 
 
 def test_shipped_config_round_trips_to_the_same_config(serving_objects, default_config):

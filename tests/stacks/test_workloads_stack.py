@@ -8,14 +8,26 @@ import json
 from model_build.digest import profile_digest
 
 
-def test_serving_manifest_is_applied_through_the_kubectl_provider(synth):
-    manifests = synth.resources("Workloads", "Custom::AWSCDK-EKS-KubernetesResource")
-    (manifest,) = manifests.values()
-    body = manifest["Properties"]["Manifest"]
-    text = json.dumps(body)
-    for profile in synth.config.profiles:
-        assert f'\\"name\\":\\"{profile.name}\\"' in text
-    assert manifest["Properties"]["Overwrite"] is True
+def _manifests(synth) -> dict[str, dict]:
+    return {k: r for k, r in synth.resources("Workloads", "Custom::AWSCDK-EKS-KubernetesResource").items()}
+
+
+def test_every_group_is_applied_through_the_kubectl_provider_after_the_base(synth):
+    manifests = _manifests(synth)
+    names = {k.split("k8s")[1].rstrip("0123456789ABCDEF") for k in manifests}
+    assert names == {"base", "servicebaseline", "servicespeculative", "modelbuild", "bench"}
+    (base_id,) = [k for k in manifests if k.startswith("k8sbase")]
+    for logical_id, resource in manifests.items():
+        assert resource["Properties"]["Overwrite"] is True
+        if logical_id != base_id:
+            assert base_id in resource.get("DependsOn", []), logical_id
+
+
+def test_each_manifest_fits_the_kubectl_handlers_payload_limit(synth):
+    """The handler is invoked as an event (256 KiB) and an update carries the old and the new manifest."""
+    for logical_id, resource in _manifests(synth).items():
+        size = len(json.dumps(resource["Properties"]["Manifest"]))
+        assert 2 * size < 200_000, f"{logical_id} is {size} bytes"
 
 
 def test_workloads_deploy_after_the_cluster_stack(synth):
