@@ -45,7 +45,9 @@ lint: setup
 format: setup
 	$(BIN)/ruff check --fix . && $(BIN)/ruff format .
 
+# Bootstrap is idempotent; broadening IAM/security-group changes are shown for confirmation.
 deploy: setup
+	$(CDK) bootstrap $(CDK_FLAGS) -c deploy=true
 	$(CDK) deploy --all $(CDK_FLAGS) -c deploy=true --require-approval broadening
 
 # Compile and publish one profile's artifact on the cluster: make build PROFILE=speculative
