@@ -544,23 +544,27 @@ class S3Store:
             return
         offset, length = mpu.part_range(number)
         prior = mpu.existing.get(number)
-        sha = hashlib.sha256()
-        md5 = hashlib.md5(usedforsecurity=False) if prior is not None else None  # to compare with a listed ETag
-        with _FileSlice(mpu.file.abspath, offset, length) as part:  # first pass: checksum; second: send
-            while block := part.read(_READ_CHUNK):
-                sha.update(block)
-                if md5 is not None:
+        with _FileSlice(mpu.file.abspath, offset, length) as part:
+            checksum: str | None = None
+            if prior is not None:  # resuming: hash first, to reuse a part S3 already holds
+                sha, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
+                while block := part.read(_READ_CHUNK):
+                    sha.update(block)
                     md5.update(block)
-            if part.tell() != length:
-                raise _changed(mpu.file)
-            checksum = base64.b64encode(sha.digest()).decode()
-            if prior is not None and md5 is not None and _same_part(prior, length, checksum, md5.hexdigest()):
-                mpu.results[number] = {"PartNumber": number, "ETag": prior["ETag"], "ChecksumSHA256": checksum}
-                stats.add(parts_reused=1, bytes_reused=length)
-                progress.advance(length)
-                return
+                if part.tell() != length:
+                    raise _changed(mpu.file)
+                checksum = base64.b64encode(sha.digest()).decode()
+                if _same_part(prior, length, checksum, md5.hexdigest()):
+                    mpu.results[number] = {"PartNumber": number, "ETag": prior["ETag"], "ChecksumSHA256": checksum}
+                    stats.add(parts_reused=1, bytes_reused=length)
+                    progress.advance(length)
+                    return
+                part.seek(0)
             guard()
-            part.seek(0)
+            # Without a precomputed checksum botocore computes SHA-256 as it sends (one pass over the part);
+            # S3 verifies it and returns it, and CompleteMultipartUpload checks the whole object against
+            # the per-part checksums.
+            extra = {"ChecksumSHA256": checksum} if checksum else {}
             try:
                 resp = self.client.upload_part(
                     Bucket=self.bucket,
@@ -570,14 +574,17 @@ class S3Store:
                     Body=part,  # streamed from the file: memory stays flat whatever the part size
                     ContentLength=length,
                     ChecksumAlgorithm="SHA256",
-                    ChecksumSHA256=checksum,
+                    **extra,
                 )
             except Exception as err:
                 if _error_code(err) == "NoSuchUpload":
                     mpu.gone = True
                     return
                 raise
-        mpu.results[number] = {"PartNumber": number, "ETag": resp["ETag"], "ChecksumSHA256": checksum}
+        returned = resp.get("ChecksumSHA256")
+        if not returned or (checksum and returned != checksum):
+            raise RuntimeError(f"UploadPart of {mpu.key} part {number} returned checksum {returned!r}, expected one")
+        mpu.results[number] = {"PartNumber": number, "ETag": resp["ETag"], "ChecksumSHA256": returned}
         stats.add(parts_sent=1, bytes_sent=length)
         progress.advance(length)
 
