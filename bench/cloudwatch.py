@@ -30,6 +30,9 @@ _REQUEST_OVERHEAD = 200  # Action, Version, Namespace= and framing, on top of th
 MAX_AGE = timedelta(days=14)
 
 MS = "Milliseconds"
+# Metric names the dashboard (stacks/constructs/benchmark_dashboard.py) reads.
+TTFT, TPOT, ITL, E2E = "TTFT", "TPOT", "ITL", "E2ELatency"
+RUN_THROUGHPUT = "RunOutputThroughput"
 
 
 @dataclass(frozen=True)
@@ -60,13 +63,13 @@ def series_from_results(results: BenchResults) -> list[Series]:
     for run in results.runs:
         m: _Metrics = {}
         for r in (r for r in run.records if r.ok):
-            _put(m, "TTFT", MS, r.ttft_s * 1000 if r.ttft_s is not None else None)
-            _put(m, "TPOT", MS, r.tpot_s * 1000 if r.tpot_s is not None else None)
-            _put(m, "E2ELatency", MS, r.e2e_s * 1000 if r.e2e_s is not None else None)
+            _put(m, TTFT, MS, r.ttft_s * 1000 if r.ttft_s is not None else None)
+            _put(m, TPOT, MS, r.tpot_s * 1000 if r.tpot_s is not None else None)
+            _put(m, E2E, MS, r.e2e_s * 1000 if r.e2e_s is not None else None)
             _put(m, "OutputTokensPerSecond", "Count/Second", r.output_tok_s)
             for value, tokens in zip(*r.itl(), strict=True):
-                _put(m, "ITL", MS, value * 1000, tokens)
-        _put(m, "RunOutputThroughput", "Count/Second", run.summary.output_tok_s)
+                _put(m, ITL, MS, value * 1000, tokens)
+        _put(m, RUN_THROUGHPUT, "Count/Second", run.summary.output_tok_s)
         _put(m, "RequestErrors", "Count", float(run.summary.errors))
         _put(m, "AcceptanceRate", "None", run.spec_decode.acceptance_rate)
         _put(m, "MeanAcceptanceLength", "Count", run.spec_decode.mean_acceptance_length)

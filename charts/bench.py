@@ -21,11 +21,11 @@ import yaml
 
 from charts.bench_job import BenchmarkJob
 from charts.kubectl import apply, follow_job
-from config import ConfigError, load_config
+from config import ConfigError, DeploymentConfig, load_config
+from model_build.digest import results_key
 
 
-def render_bench_job(config_path: str | None, account: str, run_id: str, extra_args: list[str]) -> list[dict]:
-    config = load_config(config_path)
+def render_bench_job(config: DeploymentConfig, account: str, run_id: str, extra_args: list[str]) -> list[dict]:
     app = cdk8s.App()
     chart = cdk8s.Chart(app, "bench", namespace=config.namespace, disable_resource_name_hashes=True)
     BenchmarkJob(
@@ -49,7 +49,7 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
     config = load_config(config_path)
     account = boto3.client("sts").get_caller_identity()["Account"]
     run_id = new_run_id()
-    objects = render_bench_job(config_path, account, run_id, extra_args)
+    objects = render_bench_job(config, account, run_id, extra_args)
     job, ns = objects[0]["metadata"]["name"], config.namespace
     apply(ns, objects)
     if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):
@@ -57,7 +57,7 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
         return 1
     local = Path("bench-results") / f"{run_id}.json"
     local.parent.mkdir(exist_ok=True)
-    boto3.client("s3").download_file(config.models_bucket_name(account), f"results/{run_id}.json", str(local))
+    boto3.client("s3").download_file(config.models_bucket_name(account), results_key(run_id), str(local))
     subprocess.run(
         [sys.executable, "-m", "bench", "report", str(local), "--out", str(local.with_suffix(""))], check=True
     )
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.apply:
             return run_bench(args.config, extra)
-        objects = render_bench_job(args.config, args.account, new_run_id(), extra)
+        objects = render_bench_job(load_config(args.config), args.account, new_run_id(), extra)
     except ConfigError as err:
         print(err, file=sys.stderr)
         return 2

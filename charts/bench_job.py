@@ -25,6 +25,7 @@ from charts.code_bundle import (
 )
 from charts.neuron_claim import gi
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
+from model_build.digest import results_key
 
 BENCH_SERVICE_ACCOUNT = "bench"
 BENCH_CODE_CONFIG_MAP = "trn-specdec-bench-code"
@@ -65,7 +66,7 @@ def bench_script(config: DeploymentConfig, bucket_name: str, run_id: str, extra_
         results,
         "--cloudwatch",
         "--upload",
-        f"s3://{bucket_name}/results/{run_id}.json",
+        f"s3://{bucket_name}/{results_key(run_id)}",
         *extra_args,
     ]
     return "\n".join(

@@ -14,15 +14,18 @@ import yaml
 
 from charts.kubectl import apply, follow_job, kubectl
 from charts.model_build_job import ModelBuildJob
-from config import ConfigError, load_config
+from config import ConfigError, DeploymentConfig, ServingProfile, load_config
 
 
-def render_build_job(config_path: str | None, profile_name: str, account: str) -> list[dict]:
-    config = load_config(config_path)
+def profile_of(config: DeploymentConfig, name: str) -> ServingProfile:
     try:
-        profile = config.profile(profile_name)
+        return config.profile(name)
     except KeyError as err:
         raise ConfigError([str(err.args[0])]) from None
+
+
+def render_build_job(config: DeploymentConfig, profile_name: str, account: str) -> list[dict]:
+    profile = profile_of(config, profile_name)
     app = cdk8s.App()
     chart = cdk8s.Chart(app, "build", namespace=config.namespace, disable_resource_name_hashes=True)
     ModelBuildJob(chart, "job", config=config, profile=profile, bucket_name=config.models_bucket_name(account))
@@ -34,14 +37,14 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
     import boto3  # lazily: rendering needs no AWS
 
     config = load_config(config_path)
-    profile = config.profile(profile_name)
+    profile = profile_of(config, profile_name)
     account = boto3.client("sts").get_caller_identity()["Account"]
     bucket = config.models_bucket_name(account)
     cli = [sys.executable, "-m", "model_build", *(["--config", config_path] if config_path else [])]
     if subprocess.run([*cli, "--bucket", bucket, "verify", profile_name]).returncode == 0:
         print(f"{profile_name}: artifact already published and verified; nothing to build")
         return 0
-    objects = render_build_job(config_path, profile_name, account)
+    objects = render_build_job(config, profile_name, account)
     job = objects[0]["metadata"]["name"]
     ns = config.namespace
     print(f"{profile_name}: freeing its devices (scale deploy/{profile_name} to 0) and starting job/{job}")
@@ -76,12 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.apply:
             return run_build(args.config, args.profile)
-        objects = render_build_job(args.config, args.profile, args.account)
+        objects = render_build_job(load_config(args.config), args.profile, args.account)
     except ConfigError as err:
         print(err, file=sys.stderr)
-        return 2
-    except KeyError as err:
-        print(err.args[0], file=sys.stderr)
         return 2
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
     return 0

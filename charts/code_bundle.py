@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import hashlib
 import io
 import re
 import tarfile
@@ -57,7 +56,6 @@ class CodeBundle(Construct):
         size = sum(len(v.encode()) for v in data.values())
         if size > CONFIGMAP_LIMIT:
             raise ValueError(f"code bundle {name} is {size} bytes, over the ConfigMap limit of {CONFIGMAP_LIMIT}")
-        self.digest = hashlib.sha256("".join(f"{k}\0{v}\0" for k, v in sorted(data.items())).encode()).hexdigest()
         self.config_map = k8s.KubeConfigMap(self, "ConfigMap", metadata=k8s.ObjectMeta(name=name), data=data)
 
     def volume(self, volume_name: str = "code") -> k8s.Volume:

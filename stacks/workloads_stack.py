@@ -13,7 +13,7 @@ from charts.model_build_job import build_service_account
 from charts.serving_chart import BASE, render_groups
 from charts.vllm_service import service_account_name
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
-from model_build.digest import artifact_prefix, checkpoint_prefix, profile_digest
+from model_build.digest import RESULTS_PREFIX, artifact_prefix, checkpoint_prefix, profile_digest
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.pod_identity_role import PodIdentityRole
 from stacks.nag import acknowledge
@@ -129,14 +129,14 @@ class WorkloadsStack(Stack):
             )
         )
         role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects("results/*")])
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{RESULTS_PREFIX}*")])
         )
         acknowledge(
             role,
             "IAM5",
             "cloudwatch:PutMetricData supports no resource ARNs (only Resource *); it is scoped by the "
             "cloudwatch:namespace condition. s3:PutObject is limited to the results/ prefix.",
-            ("[Resource::*]", f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/results/*]"),
+            ("[Resource::*]", f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{RESULTS_PREFIX}*]"),
         )
         return role
 

@@ -6,8 +6,10 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from constructs import Construct
 
-# Metric names and dimensions written by bench/cloudwatch.py (raw values: CloudWatch computes percentiles).
-ITL, TTFT, E2E, THROUGHPUT = "ITL", "TTFT", "E2ELatency", "RunOutputThroughput"
+# Metric names as bench/cloudwatch.py writes them: raw values (CloudWatch computes the percentiles),
+# dimensions Variant and TestCase.
+from bench.cloudwatch import E2E, ITL, RUN_THROUGHPUT, TTFT
+
 PERIOD = Duration.hours(1)
 
 
@@ -92,6 +94,6 @@ class BenchmarkDashboard(Construct):
                 cw.GraphWidget(
                     title=f"{case}: output tok/s",
                     width=4,
-                    left=[metric(THROUGHPUT, v, case, "Average") for v in variants],
+                    left=[metric(RUN_THROUGHPUT, v, case, "Average") for v in variants],
                 ),
             )

@@ -8,10 +8,6 @@ from constructs import Construct
 
 from stacks.nag import acknowledge
 
-CHECKPOINTS_PREFIX = "checkpoints/"
-ARTIFACTS_PREFIX = "artifacts/"
-RESULTS_PREFIX = "results/"
-
 
 class ModelBucket(Construct):
     """Encrypted, private, TLS-only; emptied and deleted on teardown unless `retain` is set.

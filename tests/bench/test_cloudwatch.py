@@ -142,3 +142,12 @@ def test_refuses_results_older_than_cloudwatch_accepts(bench_results: BenchResul
     later = max(r.started_at for r in bench_results.runs) + timedelta(days=15)
     with pytest.raises(ValueError, match="older than 14 days"):
         publish(bench_results, namespace="x", client=object(), now=later)
+
+
+def test_the_dashboard_reads_only_metrics_a_real_run_publishes(synth, bench_results):
+    """Every metric the synthesized dashboard graphs is one that series_from_results writes for a run."""
+    from tests.stacks.test_observability_stack import _body, _metrics
+
+    read = {m[1] for m in _metrics(_body(synth)) if isinstance(m[0], str)}
+    written = {s.name for s in series_from_results(bench_results)}
+    assert read and read <= written

@@ -14,7 +14,7 @@ from tests.charts.conftest import of_kind
 
 @pytest.fixture(scope="module")
 def job(default_config):
-    (obj,) = render_bench_job(None, "000000000000", "20261126-000000", ["--requests", "16"])
+    (obj,) = render_bench_job(default_config, "000000000000", "20261126-000000", ["--requests", "16"])
     return obj
 
 

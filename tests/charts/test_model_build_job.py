@@ -13,7 +13,7 @@ from tests.charts.conftest import of_kind
 
 @pytest.fixture(scope="module")
 def jobs(default_config):
-    return {p.name: render_build_job(None, p.name, "000000000000") for p in default_config.profiles}
+    return {p.name: render_build_job(default_config, p.name, "000000000000") for p in default_config.profiles}
 
 
 def test_job_validates_against_the_clusters_schemas(jobs, default_config):
@@ -75,11 +75,11 @@ def test_shipped_config_round_trips_to_the_same_config(serving_objects, default_
     assert parse_config(yaml.safe_load(text)) == default_config
 
 
-def test_unknown_profile_is_a_clear_error():
+def test_unknown_profile_is_a_clear_error(default_config):
     from config import ConfigError
 
     with pytest.raises(ConfigError, match="no profile named 'nope'"):
-        render_build_job(None, "nope", "000000000000")
+        render_build_job(default_config, "nope", "000000000000")
 
 
 def test_every_job_command_parses_with_the_model_build_cli(default_config):
