@@ -1,12 +1,16 @@
 """S3 transfers for compiled artifacts and staged checkpoints: parallel, idempotent, resumable.
 
-- Every object carries its SHA-256 as metadata (x-amz-meta-sha256) and is uploaded with S3's SHA256
-  checksum (per request or per part), so S3 rejects bytes damaged in transit.
+- Every object carries its SHA-256 as metadata (x-amz-meta-sha256), the identity the manifest lists.
+- S3 rejects bytes damaged in transit: a single PUT carries that SHA-256 as its S3 checksum (already
+  computed, so S3 checks the stored bytes against the manifest's hash for free); a multipart part carries
+  a CRC32, the AWS CLI's default, which botocore computes as it sends at a fraction of SHA-256's cost.
+  SHA-256 per part would hash every byte a second time on both ends (measured in
+  benchmarks/publish_bench.py).
 - An object already present with the same size and sha256 metadata is skipped after one HeadObject:
   republishing an unchanged tree sends no data.
 - Large files go up as multipart uploads of `part_size` bytes. An interrupted upload is resumed: parts
-  S3 already holds are reused when their size and checksum (SHA-256, or the MD5 ETag S3 gives parts
-  under SSE-S3) match the local bytes, so a re-run re-sends only what is missing. Abandoned uploads are
+  S3 already holds are reused when their size, MD5 ETag (what S3 gives a part under SSE-S3) and, when S3
+  lists it, CRC32 match the local bytes, so a re-run re-sends only what is missing. Abandoned uploads are
   removed by the bucket's lifecycle rule (stacks/constructs/model_bucket.py), never by us: another
   publisher may still be using them.
 """
@@ -19,6 +23,7 @@ import io
 import math
 import os
 import threading
+import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -36,6 +41,8 @@ MAX_PARTS = 10_000  # S3's maximum parts per upload
 DEFAULT_PART_SIZE = 16 * MIB
 DEFAULT_CONCURRENCY = 8
 SHA256_META = "sha256"  # user metadata key: x-amz-meta-sha256
+PART_CHECKSUM = "CRC32"  # S3 checksum of each multipart part (see the module docstring)
+_PART_FIELD = "ChecksumCRC32"
 _READ_CHUNK = 8 * MIB
 _MAX_RESTARTS = 2
 
@@ -86,6 +93,11 @@ class LocalFile:
 class RemoteObject:
     size: int
     sha256: str | None  # None when the object has no x-amz-meta-sha256 (not written by model_build)
+    etag: str = ""
+
+
+def _etag(value: str) -> str:
+    return value.strip('"')
 
 
 @dataclass
@@ -230,7 +242,7 @@ class S3Store:
             if _status(err) == 404:
                 return None
             raise self._denied(err, key) from err
-        return RemoteObject(int(r["ContentLength"]), (r.get("Metadata") or {}).get(SHA256_META))
+        return RemoteObject(int(r["ContentLength"]), (r.get("Metadata") or {}).get(SHA256_META), _etag(r["ETag"]))
 
     def get_text(self, key: str) -> str | None:
         try:
@@ -262,11 +274,11 @@ class S3Store:
             raise self._denied(err, key) from err
         return True
 
-    def list_sizes(self, prefix: str) -> dict[str, int]:
-        """Size of every object under prefix (ListObjectsV2: one request per 1,000 keys)."""
+    def list_objects(self, prefix: str) -> dict[str, tuple[int, str]]:
+        """Size and ETag of every object under prefix (ListObjectsV2: one request per 1,000 keys)."""
         try:
             pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
-            return {o["Key"]: int(o["Size"]) for page in pages for o in page.get("Contents", [])}
+            return {o["Key"]: (int(o["Size"]), _etag(o["ETag"])) for page in pages for o in page.get("Contents", [])}
         except Exception as err:
             raise self._denied(err, prefix) from err
 
@@ -353,13 +365,16 @@ class S3Store:
         """The one upload engine: a thread pool fed by the main thread, which owns all bookkeeping.
 
         Tasks: hash a file -> (its size matches a listed object) HeadObject -> PutObject, or
-        CreateMultipartUpload / resume -> UploadPart x N -> CompleteMultipartUpload; every written object
-        is read back with HeadObject (size and sha256), so when this returns, every file has been
-        confirmed present in this run. `guard` runs before each write; publish uses it to stop if another
-        publisher commits the prefix meanwhile.
+        CreateMultipartUpload / resume -> UploadPart x N -> CompleteMultipartUpload. A single-PUT file with
+        no listed object of its size is read once, hashed and sent in one task. Every written object
+        ends with the ETag S3 gave this run (written, or matched by HeadObject). A final listing must show
+        every file with that ETag, so when this returns, every object is confirmed as this run left it;
+        one that another writer replaced meanwhile is looked at with HeadObject and refused unless its size
+        and sha256 are ours. `guard` runs before each write; publish uses it to stop if another publisher
+        commits the prefix meanwhile.
         """
         stats = TransferStats(parent=self.totals)
-        sizes = self.list_sizes(prefix)
+        sizes = {key: size for key, (size, _) in self.list_objects(prefix).items()}
         check = guard or (lambda: None)
         hash_bytes = sum((root / rel).stat().st_size for rel in to_hash) if root is not None else 0
         progress = Progress(
@@ -373,6 +388,7 @@ class S3Store:
         pending: dict[Future[Any], tuple[str, str, LocalFile | None, _Multipart | None]] = {}
         restarts: dict[str, int] = {}
         results: dict[str, LocalFile] = {}
+        etags: dict[str, str] = {}
         queue = deque(to_hash)
         hashing = 0
 
@@ -396,8 +412,14 @@ class S3Store:
 
         def feed_hashers() -> None:
             nonlocal hashing
+            assert root is not None or not queue
             while queue and hashing < _hashers(self.settings):
                 rel = queue.popleft()
+                size = (root / rel).stat().st_size
+                if size <= self.settings.part_size_for(size) and sizes.get(prefix + rel) != size:
+                    progress.add_total(size)  # no hash pass of its own: hashed from the bytes it sends
+                    submit("put", rel, None, None, self._hash_and_put, prefix, root, rel, stats, progress, stop, check)
+                    continue
                 hashing += 1
                 submit("hash", rel, None, None, _hash_one, root, rel, progress)
 
@@ -427,9 +449,13 @@ class S3Store:
                         hashing -= 1
                         decide(result)
                         feed_hashers()
+                    elif kind == "put":
+                        results[path], etags[path] = result
+                        stats.add(objects_uploaded=1)
                     elif kind == "head":
                         assert f is not None
                         if result is not None and result.size == f.size and result.sha256 == f.sha256:
+                            etags[path] = result.etag
                             stats.add(objects_skipped=1)
                         else:
                             start(f)
@@ -443,6 +469,7 @@ class S3Store:
                         if mpu.remaining == 0:
                             submit("complete", path, f, mpu, self._complete, mpu, stop)
                     else:  # "object" or "complete"
+                        etags[path] = result
                         stats.add(objects_uploaded=1)
         except BaseException:
             stop.set()
@@ -453,8 +480,19 @@ class S3Store:
             pool.shutdown(wait=True, cancel_futures=True)
             if progress.total:
                 progress.close()
-        order = [f.path for f in hashed] + to_hash
-        return [results[p] for p in order], stats
+        files = [results[p] for p in [f.path for f in hashed] + to_hash]
+        self._confirm_listed(prefix, files, etags)
+        return files, stats
+
+    def _confirm_listed(self, prefix: str, files: Sequence[LocalFile], etags: dict[str, str]) -> None:
+        listed = self.list_objects(prefix)
+        for f in files:
+            size, etag = listed.get(prefix + f.path, (None, None))
+            if (size, etag) == (f.size, etags[f.path]):
+                continue
+            # Replaced since this run wrote it: fine only if by the same content (another publisher of this
+            # digest with another part size gives another ETag); otherwise the prefix is being fought over.
+            _read_back(self.head(prefix + f.path), f, self.url(prefix + f.path))
 
     def _put_small(
         self,
@@ -464,14 +502,39 @@ class S3Store:
         progress: Progress,
         stop: threading.Event,
         guard: Callable[[], None],
-    ) -> None:
+    ) -> str:
         if stop.is_set():
             raise _Stopped
         guard()
         data = f.abspath.read_bytes()
         if len(data) != f.size or hashlib.sha256(data).hexdigest() != f.sha256:
             raise _changed(f)
-        self.client.put_object(
+        return self._put_bytes(key, f, data, stats, progress)
+
+    def _hash_and_put(
+        self,
+        prefix: str,
+        root: Path,
+        rel: str,
+        stats: TransferStats,
+        progress: Progress,
+        stop: threading.Event,
+        guard: Callable[[], None],
+    ) -> tuple[LocalFile, str]:
+        """A new small file: one read feeds both its hash and its PutObject, so it cannot change in between."""
+        if stop.is_set():
+            raise _Stopped
+        full = root / rel
+        before = full.stat()
+        data = full.read_bytes()
+        progress.advance(len(data))
+        f = LocalFile(rel, full, len(data), hashlib.sha256(data).hexdigest(), before.st_mtime_ns)
+        guard()
+        return f, self._put_bytes(prefix + rel, f, data, stats, progress)
+
+    def _put_bytes(self, key: str, f: LocalFile, data: bytes, stats: TransferStats, progress: Progress) -> str:
+        """PutObject with the SHA-256 as S3 checksum: S3 stores the bytes only if they hash to the manifest's."""
+        resp = self.client.put_object(
             Bucket=self.bucket,
             Key=key,
             Body=io.BytesIO(data),  # a stream, so botocore sends Expect: 100-continue like s3transfer does
@@ -482,7 +545,7 @@ class S3Store:
         )
         stats.add(bytes_sent=len(data))
         progress.advance(len(data))
-        _read_back(self.head(key), f, self.url(key))
+        return _etag(resp["ETag"])
 
     def _start_multipart(
         self, key: str, f: LocalFile, resume: bool, stop: threading.Event, guard: Callable[[], None]
@@ -495,7 +558,7 @@ class S3Store:
         upload_id, existing = self._resumable_upload(key, f, part_size, count) if resume else (None, {})
         if upload_id is None:
             upload_id = self.client.create_multipart_upload(
-                Bucket=self.bucket, Key=key, Metadata={SHA256_META: f.sha256}, ChecksumAlgorithm="SHA256"
+                Bucket=self.bucket, Key=key, Metadata={SHA256_META: f.sha256}, ChecksumAlgorithm=PART_CHECKSUM
             )["UploadId"]
         return _Multipart(key, f, upload_id, part_size, count, existing, remaining=count)
 
@@ -508,7 +571,7 @@ class S3Store:
             u
             for page in self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket, Prefix=key)
             for u in page.get("Uploads", [])
-            if u["Key"] == key
+            if u["Key"] == key and u.get("ChecksumAlgorithm") == PART_CHECKSUM  # parts must carry the same kind
         ]
         for u in uploads:
             try:
@@ -547,24 +610,23 @@ class S3Store:
         with _FileSlice(mpu.file.abspath, offset, length) as part:
             checksum: str | None = None
             if prior is not None:  # resuming: hash first, to reuse a part S3 already holds
-                sha, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
+                crc, md5 = 0, hashlib.md5(usedforsecurity=False)
                 while block := part.read(_READ_CHUNK):
-                    sha.update(block)
+                    crc = zlib.crc32(block, crc)
                     md5.update(block)
                 if part.tell() != length:
                     raise _changed(mpu.file)
-                checksum = base64.b64encode(sha.digest()).decode()
+                checksum = base64.b64encode(crc.to_bytes(4, "big")).decode()
                 if _same_part(prior, length, checksum, md5.hexdigest()):
-                    mpu.results[number] = {"PartNumber": number, "ETag": prior["ETag"], "ChecksumSHA256": checksum}
+                    mpu.results[number] = {"PartNumber": number, "ETag": prior["ETag"], _PART_FIELD: checksum}
                     stats.add(parts_reused=1, bytes_reused=length)
                     progress.advance(length)
                     return
                 part.seek(0)
             guard()
-            # Without a precomputed checksum botocore computes SHA-256 as it sends (one pass over the part);
-            # S3 verifies it and returns it, and CompleteMultipartUpload checks the whole object against
-            # the per-part checksums.
-            extra = {"ChecksumSHA256": checksum} if checksum else {}
+            # Without a precomputed checksum botocore computes the CRC32 as it sends; S3 verifies it and
+            # returns it, and CompleteMultipartUpload checks the object against the per-part checksums.
+            extra = {_PART_FIELD: checksum} if checksum else {}
             try:
                 resp = self.client.upload_part(
                     Bucket=self.bucket,
@@ -573,7 +635,7 @@ class S3Store:
                     PartNumber=number,
                     Body=part,  # streamed from the file: memory stays flat whatever the part size
                     ContentLength=length,
-                    ChecksumAlgorithm="SHA256",
+                    ChecksumAlgorithm=PART_CHECKSUM,
                     **extra,
                 )
             except Exception as err:
@@ -581,14 +643,14 @@ class S3Store:
                     mpu.gone = True
                     return
                 raise
-        returned = resp.get("ChecksumSHA256")
+        returned = resp.get(_PART_FIELD)
         if not returned or (checksum and returned != checksum):
             raise RuntimeError(f"UploadPart of {mpu.key} part {number} returned checksum {returned!r}, expected one")
-        mpu.results[number] = {"PartNumber": number, "ETag": resp["ETag"], "ChecksumSHA256": returned}
+        mpu.results[number] = {"PartNumber": number, "ETag": resp["ETag"], _PART_FIELD: returned}
         stats.add(parts_sent=1, bytes_sent=length)
         progress.advance(length)
 
-    def _complete(self, mpu: _Multipart, stop: threading.Event) -> None:
+    def _complete(self, mpu: _Multipart, stop: threading.Event) -> str:
         if stop.is_set():
             raise _Stopped
         f = mpu.file
@@ -609,29 +671,27 @@ class S3Store:
                 mpu.gone = True
         remote = self.head(mpu.key)
         if remote is not None and remote.size == f.size and remote.sha256 == f.sha256:
-            return
+            return remote.etag
         # Another publisher finished or aborted this upload, or the resumed upload carried stale metadata.
         raise _RestartFresh(f)
 
 
 def _read_back(remote: RemoteObject | None, f: LocalFile, url: str) -> None:
-    """HeadObject right after a write: the object must be there with our size and sha256."""
+    """HeadObject of an object that changed since this run wrote it: it must still have our size and sha256."""
     if remote is None or remote.size != f.size or remote.sha256 != f.sha256:
         found = "nothing" if remote is None else f"{remote.size} bytes, sha256 {remote.sha256}"
         raise BuildError(
-            f"{url} reads back as {found} right after it was written ({f.size} bytes, sha256 {f.sha256}); another "
+            f"{url} reads back as {found} after this run wrote it ({f.size} bytes, sha256 {f.sha256}); another "
             "publisher is writing different content to this prefix. Stop it, then re-run",
             EXIT_MISMATCH,
         )
 
 
-def _same_part(prior: dict[str, Any], size: int, sha256_b64: str, md5_hex: str) -> bool:
-    if prior.get("Size") != size:
+def _same_part(prior: dict[str, Any], size: int, crc32_b64: str, md5_hex: str) -> bool:
+    """Reuse a listed part only if its size, MD5 ETag (SSE-S3) and listed CRC32 (when given) all match."""
+    if prior.get("Size") != size or str(prior.get("ETag", "")).strip('"') != md5_hex:
         return False
-    if prior.get("ChecksumSHA256"):
-        return prior["ChecksumSHA256"] == sha256_b64
-    # S3 (and moto) list parts without checksums in some cases; under SSE-S3 a part's ETag is its MD5.
-    return str(prior.get("ETag", "")).strip('"') == md5_hex
+    return prior.get(_PART_FIELD, crc32_b64) == crc32_b64
 
 
 class _FileSlice:

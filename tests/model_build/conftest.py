@@ -116,11 +116,17 @@ class FaultyClient:
         self.failures = 0
         self.body_bytes = 0
         self.sent: list[tuple[str, int]] = []  # (key, body bytes) of every call that went through
-        self.events: list[tuple[str, str]] = []  # (operation, key) of writes and HEADs that went through, in order
+        self.events: list[tuple[str, str]] = []  # (operation, key or prefix) of writes, HEADs, listings, in order
         self._lock = threading.Lock()
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._client, name)
+        if name == "get_paginator":
+
+            def paginator(operation: str) -> Any:
+                return _RecordedPaginator(real(operation), operation, self)
+
+            return paginator
         if name in ("complete_multipart_upload", "head_object"):
 
             def recorded(**kwargs: Any) -> Any:
@@ -154,6 +160,19 @@ class FaultyClient:
             return result
 
         return call
+
+
+class _RecordedPaginator:
+    """A paginator whose listing is recorded as one event once all its pages have been read."""
+
+    def __init__(self, real: Any, operation: str, owner: FaultyClient) -> None:
+        self._real, self._operation, self._owner = real, operation, owner
+
+    def paginate(self, **kwargs: Any) -> list[Any]:
+        pages = list(self._real.paginate(**kwargs))
+        with self._owner._lock:
+            self._owner.events.append((self._operation, kwargs.get("Prefix", "")))
+        return pages
 
 
 def env_without_aws() -> dict[str, str]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from model_build.errors import BuildError
-from model_build.transfer import MIB, S3Store, TransferSettings, hash_files, list_tree
+from model_build.errors import EXIT_MISMATCH, BuildError
+from model_build.transfer import MIB, PART_CHECKSUM, S3Store, TransferSettings, hash_files, list_tree
 from tests.model_build.conftest import ARTIFACT_FILES, SMALL, FaultyClient, tree_bytes, write_tree
 
 PREFIX = "artifacts/test/"
@@ -29,6 +31,7 @@ def tree(tmp_path: Path) -> Path:
 
 
 def test_upload_stores_content_sha256_metadata_and_an_s3_checksum(tree, make_store, s3, bucket):
+    """Single PUTs carry the content SHA-256 as S3 checksum; multipart parts a CRC32, combined by S3."""
     store = make_store()
     files = _files(tree, store)
     stats = store.upload(PREFIX, files)
@@ -38,8 +41,12 @@ def test_upload_stores_content_sha256_metadata_and_an_s3_checksum(tree, make_sto
         head = s3.head_object(Bucket=bucket, Key=PREFIX + f.path, ChecksumMode="ENABLED")
         assert head["Metadata"]["sha256"] == hashlib.sha256((tree / f.path).read_bytes()).hexdigest() == f.sha256
         assert head["ContentLength"] == f.size
-        assert head.get("ChecksumSHA256"), f"{f.path} was uploaded without an S3 SHA256 checksum"
-        if f.path != BIG:
+        if f.path == BIG:
+            data = (tree / f.path).read_bytes()
+            parts = [data[i : i + 5 * MIB] for i in range(0, len(data), 5 * MIB)]
+            composite = zlib.crc32(b"".join(zlib.crc32(p).to_bytes(4, "big") for p in parts)).to_bytes(4, "big")
+            assert head["ChecksumCRC32"].split("-")[0] == base64.b64encode(composite).decode()  # S3 appends "-3"
+        else:
             assert head["ChecksumSHA256"] == base64.b64encode(bytes.fromhex(f.sha256)).decode()
         body = s3.get_object(Bucket=bucket, Key=PREFIX + f.path)["Body"].read()
         assert body == (tree / f.path).read_bytes()
@@ -95,7 +102,9 @@ def test_resuming_an_upload_started_for_other_content_ends_with_the_right_metada
     """Parts match but the abandoned upload was created with another file's sha256: detected, redone."""
     data = (tree / BIG).read_bytes()
     key = PREFIX + BIG
-    upload = s3.create_multipart_upload(Bucket=bucket, Key=key, Metadata={"sha256": "0" * 64})
+    upload = s3.create_multipart_upload(
+        Bucket=bucket, Key=key, Metadata={"sha256": "0" * 64}, ChecksumAlgorithm=PART_CHECKSUM
+    )
     s3.upload_part(Bucket=bucket, Key=key, UploadId=upload["UploadId"], PartNumber=1, Body=data[: 5 * MIB])
     store = make_store()
     stats = store.upload(PREFIX, _files(tree, store))
@@ -104,6 +113,67 @@ def test_resuming_an_upload_started_for_other_content_ends_with_the_right_metada
     head = s3.head_object(Bucket=bucket, Key=key)
     assert head["Metadata"]["sha256"] == hashlib.sha256(data).hexdigest()
     assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == data
+
+
+def test_an_upload_begun_with_another_checksum_algorithm_is_not_resumed(tree, make_store, s3, bucket):
+    """S3 refuses parts whose checksum kind differs from the upload's, so such an upload is left alone."""
+    data = (tree / BIG).read_bytes()
+    key = PREFIX + BIG
+    upload = s3.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm="SHA256")
+    s3.upload_part(
+        Bucket=bucket,
+        Key=key,
+        UploadId=upload["UploadId"],
+        PartNumber=1,
+        Body=data[: 5 * MIB],
+        ChecksumAlgorithm="SHA256",
+    )
+    store = make_store()
+    stats = store.upload(PREFIX, _files(tree, store))
+    assert (stats.parts_reused, stats.parts_sent) == (0, 3)
+    assert s3.get_object(Bucket=bucket, Key=key)["Body"].read() == data
+
+
+class _Overwriter:
+    """Another writer: right after this run writes `key`, it puts `body` (with `sha256` metadata) there."""
+
+    def __init__(self, client: Any, key: str, body: bytes, sha256: str) -> None:
+        self._client, self.key, self.body, self.sha256 = client, key, body, sha256
+        self.done = False
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._client, name)
+        if name not in ("put_object", "complete_multipart_upload"):
+            return real
+
+        def call(**kwargs: Any) -> Any:
+            result = real(**kwargs)
+            if kwargs["Key"] == self.key and not self.done:
+                self.done = True
+                self._client.put_object(
+                    Bucket=kwargs["Bucket"], Key=self.key, Body=self.body, Metadata={"sha256": self.sha256}
+                )
+            return result
+
+        return call
+
+
+def test_an_object_replaced_with_other_content_after_it_was_written_is_caught(tree, make_store, s3, bucket):
+    other = b"another compile's bytes"
+    store = make_store(_Overwriter(s3, PREFIX + "model.pt", other, hashlib.sha256(other).hexdigest()))
+    with pytest.raises(BuildError, match=r"model.pt reads back as 23 bytes.*another publisher") as err:
+        store.upload(PREFIX, _files(tree, store))
+    assert err.value.code == EXIT_MISMATCH
+
+
+def test_an_object_rewritten_with_the_same_content_in_another_layout_is_accepted(tree, make_store, s3, bucket):
+    """A single-PUT copy of a multipart object has another ETag but the same bytes and sha256: no conflict."""
+    data = (tree / BIG).read_bytes()
+    overwriter = _Overwriter(s3, PREFIX + BIG, data, hashlib.sha256(data).hexdigest())
+    store = make_store(overwriter)
+    store.upload(PREFIX, _files(tree, store))
+    assert overwriter.done
+    assert s3.head_object(Bucket=bucket, Key=PREFIX + BIG)["ETag"].count("-") == 0  # the rewrite is what S3 holds
 
 
 def test_a_file_that_changes_after_hashing_is_refused(tree, make_store):
