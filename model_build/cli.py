@@ -225,8 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
         "publish",
         parents=[transfer],
         help="upload a compile output to artifacts/<digest>/, manifest last",
-        description="Upload every file of --from (parallel multipart, SHA-256 checked) to "
-        "s3://<bucket>/artifacts/<digest>/, then write manifest.json once HeadObject confirms every object. "
+        description="Upload every file of --from (parallel multipart, checksummed in transit, SHA-256 of each "
+        "file recorded) to s3://<bucket>/artifacts/<digest>/, then write manifest.json once a listing confirms "
+        "every object. "
         "Idempotent and resumable: objects already present with the same size and sha256 are skipped and "
         "partial uploads resume; a published manifest is never overwritten.",
     )

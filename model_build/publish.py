@@ -1,7 +1,8 @@
 """Publish a tree (a compiled artifact or a staged checkpoint) to its S3 prefix, manifest.json last.
 
 The manifest is the commit point: serving only trusts a prefix that has one, and publish writes it
-only after HeadObject has confirmed, in this run, every object it lists. So:
+only after a listing of the prefix, taken once every upload finished, shows every object it lists as
+this run left it (same size and ETag). So:
 - a publish that dies leaves no manifest: nothing half-written is ever served; re-running resumes;
 - a prefix that already has a manifest is never overwritten (serving may be reading it); a re-publish
   of the same content only checks (and repairs missing objects), sending no data;
@@ -110,8 +111,8 @@ def publish_tree(
     existed_before = existing is not None
     if existing is None:
         try:
-            # Every object is confirmed with HeadObject inside the upload (skipped ones by the HeadObject that
-            # matched them, written ones by reading them back), so once it returns the manifest may follow.
+            # The upload ends by confirming every object against a fresh listing (skipped ones by the ETag of
+            # the HeadObject that matched them, written ones by the ETag S3 returned), so the manifest may follow.
             files, _ = store.upload_tree(prefix, root, paths, guard=manifest_guard(store, key))
         except BuildError:
             existing = read_manifest(store, key)
@@ -138,7 +139,7 @@ def publish_tree(
             f"delete it first (aws s3 rm --recursive {url}) and re-run",
             EXIT_MISMATCH,
         )
-    repaired = store.upload(prefix, files)  # HeadObject on every object: sends data only for missing ones
+    repaired = store.upload(prefix, files)  # HeadObject on every listed object: sends data only for missing ones
     if repaired.objects_uploaded:
         _confirm(store, prefix, existing, url)
     return PublishResult(url, existing, this_run(), already_published=existed_before, wrote_manifest=False)

@@ -376,10 +376,18 @@ class S3Store:
         stats = TransferStats(parent=self.totals)
         sizes = {key: size for key, (size, _) in self.list_objects(prefix).items()}
         check = guard or (lambda: None)
-        hash_bytes = sum((root / rel).stat().st_size for rel in to_hash) if root is not None else 0
+        file_sizes = {rel: (root / rel).stat().st_size for rel in to_hash} if root is not None else {}
+        # A new single-PUT file is hashed from the bytes it sends; the others are hashed first, largest first,
+        # so that hashing the big files overlaps the upload of the small ones instead of following it.
+        put_now = [
+            rel
+            for rel, size in file_sizes.items()
+            if size <= self.settings.part_size_for(size) and sizes.get(prefix + rel) != size
+        ]
+        queue = deque(sorted(set(file_sizes) - set(put_now), key=lambda rel: (-file_sizes[rel], rel)))
         progress = Progress(
             "publishing" if to_hash else "uploading",
-            hash_bytes,
+            sum(file_sizes.values()) + sum(file_sizes[rel] for rel in put_now),
             stream=self.stream,
             interval=self.settings.progress_interval,
         )
@@ -389,7 +397,6 @@ class S3Store:
         restarts: dict[str, int] = {}
         results: dict[str, LocalFile] = {}
         etags: dict[str, str] = {}
-        queue = deque(to_hash)
         hashing = 0
 
         def submit(kind: str, path: str, f: LocalFile | None, mpu: _Multipart | None, fn: Any, *args: Any) -> None:
@@ -412,21 +419,17 @@ class S3Store:
 
         def feed_hashers() -> None:
             nonlocal hashing
-            assert root is not None or not queue
             while queue and hashing < _hashers(self.settings):
-                rel = queue.popleft()
-                size = (root / rel).stat().st_size
-                if size <= self.settings.part_size_for(size) and sizes.get(prefix + rel) != size:
-                    progress.add_total(size)  # no hash pass of its own: hashed from the bytes it sends
-                    submit("put", rel, None, None, self._hash_and_put, prefix, root, rel, stats, progress, stop, check)
-                    continue
                 hashing += 1
+                rel = queue.popleft()
                 submit("hash", rel, None, None, _hash_one, root, rel, progress)
 
         try:
             for f in hashed:
                 decide(f)
             feed_hashers()
+            for rel in put_now:
+                submit("put", rel, None, None, self._hash_and_put, prefix, root, rel, stats, progress, stop, check)
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
