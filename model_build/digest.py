@@ -12,9 +12,10 @@ import json
 from typing import Any
 
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
+from model_build.neuron_config import compiled_neuron_config
 
 DIGEST_LENGTH = 20  # hex chars (80 bits): collision-free for any realistic number of profiles
-ARTIFACT_SCHEMA = 1  # bump when the meaning of an input changes
+ARTIFACT_SCHEMA = 2  # bump when the meaning of an input changes (2: the NxDI keywords joined the inputs)
 
 
 def artifact_inputs(config: DeploymentConfig, profile: ServingProfile) -> dict[str, Any]:
@@ -46,6 +47,8 @@ def artifact_inputs(config: DeploymentConfig, profile: ServingProfile) -> dict[s
         "max_model_len": profile.max_model_len,
         "dtype": profile.dtype,
         "instance_type": config.trn2_nodes.instance_type,
+        # The exact NeuronConfig keywords compile uses, so a change in how they are derived moves the digest too.
+        "neuron_config": compiled_neuron_config(config, profile),
     }
 
 

@@ -107,11 +107,17 @@ def mismatches(manifest: Manifest, expected_digest: str, expected_inputs: dict[s
     problems: list[str] = []
     if manifest.digest != expected_digest:
         problems.append(f"digest: manifest has {manifest.digest}, profile needs {expected_digest}")
-    for key in sorted(set(expected_inputs) | set(manifest.inputs)):
-        want, have = expected_inputs.get(key), manifest.inputs.get(key)
-        if want != have:
-            problems.append(f"{key}: artifact was built with {json.dumps(have)}, profile needs {json.dumps(want)}")
+    _differ("", expected_inputs, manifest.inputs, problems)
     return problems
+
+
+def _differ(path: str, want: Any, have: Any, out: list[str]) -> None:
+    """Name the innermost differing key (e.g. neuron_config.target.ctx_batch_size), not a whole dict."""
+    if isinstance(want, dict) and isinstance(have, dict):
+        for key in sorted(set(want) | set(have)):
+            _differ(f"{path}{key}.", want.get(key), have.get(key), out)
+    elif want != have:
+        out.append(f"{path.rstrip('.')}: artifact was built with {json.dumps(have)}, profile needs {json.dumps(want)}")
 
 
 def file_problems(root: Path, files: list[ManifestFile], *, deep: bool = False) -> list[str]:

@@ -9,6 +9,7 @@ the NxDI inside the 0.9.1-neuronx-py311-sdk2.26.1 image); see tests/model_build/
 
 from __future__ import annotations
 
+import copy
 import json
 import shlex
 from dataclasses import dataclass
@@ -28,9 +29,6 @@ CHECKED_NXDI_RELEASE = "v0.6.10598"  # the release whose parameter list the test
 DEFAULT_MODELS_ROOT = "/models"
 DEFAULT_OUT = "/tmp/trn-specdec/artifacts/{digest}"
 
-# Greedy sampling on the device, as vLLM's fused-speculation path configures it (top_k=1, no sampling).
-# OnDeviceSamplingConfig: models/config.py:808-818 at v0.6.10598; NeuronConfig turns a dict into one (:182-186).
-GREEDY_SAMPLING = {"top_k": 1, "do_sample": False}
 # inference_demo's `run` requires --prompt even with --compile-only (inference_demo.py:110).
 DEMO_PROMPT = "The capital of France is"
 
@@ -64,39 +62,6 @@ MODEL_FAMILIES: dict[str, NxdiModel] = {
 def model_path(models_root: str, model: HfModel) -> str:
     """Local directory of a staged checkpoint (a path, never a hub id: Qwen3 small models tie embeddings)."""
     return f"{models_root.rstrip('/')}/{checkpoint_prefix(model.hf_id, model.revision)}".rstrip("/")
-
-
-def target_neuron_config(config: DeploymentConfig, profile: ServingProfile) -> dict[str, Any]:
-    """NeuronConfig(**kwargs) for the target (line numbers: models/config.py at v0.6.10598)."""
-    kwargs: dict[str, Any] = {
-        "tp_degree": profile.placement.tensor_parallel_size,  # :293
-        "batch_size": profile.max_num_seqs,  # :103
-        # :170; vLLM's own NxDI config (vllm/model_executor/model_loader/neuronx_distributed.py,
-        # _get_default_neuron_config in v0.9.1) encodes one prompt at a time: compile what it would compile.
-        "ctx_batch_size": 1,
-        "max_context_length": profile.max_model_len,  # :143, as vLLM sets it (prompt may fill the window)
-        "seq_len": profile.max_model_len,  # :107
-        "torch_dtype": profile.dtype,  # :116-124, a string is converted by to_torch_dtype
-        "enable_bucketing": True,  # :192
-        "is_continuous_batching": True,  # :173, vLLM schedules sequences into fixed batch slots
-        "logical_nc_config": profile.placement.logical_neuron_cores,  # :441, must match NEURON_RT_VIRTUAL_CORE_SIZE
-        "on_device_sampling_config": dict(GREEDY_SAMPLING),  # :182
-    }
-    if isinstance(profile.decoding, DraftSpeculation):
-        kwargs["speculation_length"] = profile.decoding.num_speculative_tokens  # :227, k
-        kwargs["enable_fused_speculation"] = True  # :229
-    kwargs["save_sharded_checkpoint"] = True  # :298, weights/tp{rank}_sharded_checkpoint.safetensors
-    return kwargs
-
-
-def draft_neuron_config(target: dict[str, Any]) -> dict[str, Any]:
-    """The draft's NeuronConfig: a deep copy of the target's with speculation switched off.
-
-    Mirrors inference_demo.py run_inference (v0.6.10598): copy.deepcopy(config.neuron_config), then
-    speculation_length = 0 and enable_fused_speculation = False. The draft therefore shares tp_degree,
-    batch_size and seq_len with the target; decoding.draft_max_model_len only reaches vLLM.
-    """
-    return {**target, "speculation_length": 0, "enable_fused_speculation": False}
 
 
 @dataclass(frozen=True)
@@ -274,8 +239,9 @@ def build_plan(
         )
     inputs = artifact_inputs(config, profile)
     digest = digest_of(inputs)
-    target_kwargs = target_neuron_config(config, profile)
-    draft_key = draft = draft_path = draft_kwargs = None
+    compiled = inputs["neuron_config"]  # the keywords the digest covers are the ones compile uses
+    target_kwargs, draft_kwargs = copy.deepcopy(compiled["target"]), copy.deepcopy(compiled["draft"])
+    draft_key = draft = draft_path = None
     if isinstance(profile.decoding, DraftSpeculation):
         draft_key = profile.decoding.draft
         draft = config.models[draft_key]
@@ -285,7 +251,6 @@ def build_plan(
                 f"({model.class_name}); pick a draft of family {target.tokenizer_family!r}"
             )
         draft_path = model_path(models_root, draft)
-        draft_kwargs = draft_neuron_config(target_kwargs)
     sdk = profile.image.sdk_version
     return BuildPlan(
         profile=profile.name,

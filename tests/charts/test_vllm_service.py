@@ -69,6 +69,10 @@ def _decoding_free(deployment: dict[str, Any], profile_name: str, digest: str) -
     expected = json.loads(init["command"][i + 1])
     for key in ("decoding", "draft", "num_speculative_tokens"):
         expected["inputs"].pop(key)
+    compiled = expected["inputs"]["neuron_config"]  # the NxDI keywords: the draft's, and k with fused speculation
+    compiled.pop("draft")
+    for key in ("speculation_length", "enable_fused_speculation"):
+        compiled["target"].pop(key, None)
     init["command"][i + 1] = json.dumps(expected, sort_keys=True)
     for labels in (d["metadata"]["labels"], d["spec"]["template"]["metadata"]["labels"]):
         labels.pop("trn-specdec/decoding")

@@ -158,3 +158,15 @@ def test_inputs_that_do_not_change_the_artifact_leave_the_digest_alone(case):
 def test_baseline_and_speculative_get_different_prefixes(default_config):
     digests = {profile_digest(default_config, p) for p in default_config.profiles}
     assert len(digests) == len(default_config.profiles)
+
+
+def test_a_change_in_the_compile_keywords_alone_moves_the_digest(default_config, monkeypatch):
+    """Code that derives the NxDI keywords differently must not reuse artifacts compiled the old way."""
+    import model_build.neuron_config as neuron_config
+
+    profile = default_config.profile("speculative")
+    before = profile_digest(default_config, profile)
+    derive = neuron_config.target_neuron_config
+    monkeypatch.setattr(neuron_config, "target_neuron_config", lambda c, p: {**derive(c, p), "ctx_batch_size": 2})
+    assert profile_digest(default_config, profile) != before
+    assert artifact_inputs(default_config, profile)["neuron_config"]["draft"]["ctx_batch_size"] == 2

@@ -38,6 +38,16 @@ def test_mismatches_name_every_differing_field():
     ]
 
 
+def test_mismatches_name_the_innermost_differing_key():
+    built = {"neuron_config": {"target": {"ctx_batch_size": 1, "tp_degree": 32}, "draft": None}}
+    needed = {"neuron_config": {"target": {"ctx_batch_size": 2, "tp_degree": 32}, "draft": {"tp_degree": 32}}}
+    problems = mismatches(dataclasses.replace(M, inputs=built), M.digest, needed)
+    assert problems == [
+        'neuron_config.draft: artifact was built with null, profile needs {"tp_degree": 32}',
+        "neuron_config.target.ctx_batch_size: artifact was built with 1, profile needs 2",
+    ]
+
+
 def test_file_problems_checks_sizes_cheaply_and_content_deeply(tmp_path):
     (tmp_path / "w").mkdir()
     (tmp_path / "a.bin").write_bytes(b"abc")

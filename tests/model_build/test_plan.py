@@ -12,7 +12,8 @@ import pytest
 from config import parse_config
 from model_build.cli import main
 from model_build.errors import BuildError
-from model_build.plan import CHECKED_NXDI_RELEASE, DEMO_PROMPT, GREEDY_SAMPLING, build_plan
+from model_build.neuron_config import GREEDY_SAMPLING
+from model_build.plan import CHECKED_NXDI_RELEASE, DEMO_PROMPT, build_plan
 from tests.conftest import default_config_dict
 
 PROFILES = ["baseline", "speculative"]
