@@ -102,6 +102,7 @@ class WorkloadsStack(Stack):
                 resources=[bucket.arn_for_objects(f"{artifact}*")],
             )
         )
+        _grant_resume(role, bucket)
         acknowledge(
             role,
             "IAM5",
@@ -161,3 +162,9 @@ def _grant_reads(role: iam.Role, bucket: s3.IBucket, prefixes: list[str]) -> Non
     role.add_to_policy(
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes])
     )
+
+
+def _grant_resume(role: iam.Role, bucket: s3.IBucket) -> None:
+    """ListMultipartUploads, which an uploader needs to find and resume its interrupted uploads. It is a
+    bucket-level action (it shows in-progress keys and upload ids, never content)."""
+    role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucketMultipartUploads"], resources=[bucket.bucket_arn]))

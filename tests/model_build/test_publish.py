@@ -15,7 +15,8 @@ from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, Manifest
 from model_build.publish import publish_artifact
 from model_build.transfer import MIB, TransferSettings
 from model_build.verify import verify_artifact
-from tests.model_build.conftest import FaultyClient, fake_compile, tree_bytes
+from tests.iam_check import S3Calls, denied, statements_by_service_account
+from tests.model_build.conftest import MOTO_ACCOUNT, FaultyClient, fake_compile, tree_bytes
 
 
 @pytest.fixture
@@ -237,3 +238,20 @@ def test_a_publisher_stops_writing_once_another_commits_the_prefix(
     assert winner and winner[0].wrote_manifest
     assert len(client.sent) == 1  # the late publisher's one write before the commit, none after
     assert verify_artifact(make_store(), plan, deep=True).ok  # what is served is the winner, byte for byte
+
+
+def test_the_build_role_allows_every_s3_call_of_publish_and_verify(synth, compiled, plans, make_store, aws_env):
+    """What the build Job runs (an interrupted publish, its resumption, verify --deep), checked call by call
+    against the synthesized Pod Identity role of that profile's build service account."""
+    import boto3
+
+    client = boto3.client("s3", region_name="us-east-2")
+    calls = S3Calls(client)
+    plan = plans["speculative"]
+    with pytest.raises(BuildError):
+        publish_artifact(make_store(FaultyClient(client, operation="upload_part", after=1)), plan, compiled)
+    publish_artifact(make_store(client), plan, compiled)
+    assert verify_artifact(make_store(client), plan, deep=True).ok
+    assert {"ListMultipartUploads", "ListParts", "CompleteMultipartUpload", "HeadObject"} <= calls.operations
+    statements = statements_by_service_account(synth)[f"{plan.profile}-build"]
+    assert denied(statements, calls.calls, MOTO_ACCOUNT, "us-east-2") == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from model_build.digest import profile_digest
+from tests.iam_check import statements_by_service_account
 
 
 def _manifests(synth) -> dict[str, dict]:
@@ -51,30 +52,14 @@ def _actions(statement: dict) -> list[str]:
     return [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]
 
 
-def _policies_by_service_account(synth) -> dict[str, list[dict]]:
-    template = synth.template("Workloads")
-    assocs = synth.resources("Workloads", "AWS::EKS::PodIdentityAssociation").values()
-    out = {}
-    for assoc in (a["Properties"] for a in assocs):
-        assert assoc["Namespace"] == synth.config.namespace
-        role_id = assoc["RoleArn"]["Fn::GetAtt"][0]
-        out[assoc["ServiceAccount"]] = [
-            s
-            for r in template["Resources"].values()
-            if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
-            for s in r["Properties"]["PolicyDocument"]["Statement"]
-        ]
-    return out
-
-
 def test_every_service_and_build_account_has_a_role(synth):
     names = {p.name for p in synth.config.profiles}
     expected = {f"{n}-vllm" for n in names} | {f"{n}-build" for n in names} | {"bench"}
-    assert set(_policies_by_service_account(synth)) == expected
+    assert set(statements_by_service_account(synth)) == expected
 
 
 def test_each_service_role_reads_only_its_artifact_and_checkpoints(synth):
-    policies = _policies_by_service_account(synth)
+    policies = statements_by_service_account(synth)
     for profile in synth.config.profiles:
         statements = policies[f"{profile.name}-vllm"]
         assert not [s for s in statements if any(a.startswith("s3:Put") for a in _actions(s))]
@@ -88,7 +73,7 @@ def test_each_service_role_reads_only_its_artifact_and_checkpoints(synth):
 
 
 def test_each_build_role_writes_only_its_own_artifact_prefix(synth):
-    policies = _policies_by_service_account(synth)
+    policies = statements_by_service_account(synth)
     for profile in synth.config.profiles:
         writes = [s for s in policies[f"{profile.name}-build"] if "s3:PutObject" in _actions(s)]
         (write,) = writes
@@ -98,7 +83,7 @@ def test_each_build_role_writes_only_its_own_artifact_prefix(synth):
 
 
 def test_bench_role_publishes_only_in_its_namespace_and_writes_only_results(synth):
-    statements = _policies_by_service_account(synth)["bench"]
+    statements = statements_by_service_account(synth)["bench"]
     (metrics,) = [s for s in statements if "cloudwatch:PutMetricData" in _actions(s)]
     assert metrics["Condition"] == {
         "StringEquals": {"cloudwatch:namespace": synth.config.observability.metrics_namespace}
