@@ -2,7 +2,8 @@
 
 snapshot_download into local scratch (it resumes and skips files it already has), then the same
 idempotent uploader as artifacts publishes to checkpoints/<hf_id>/<revision>/ with a manifest last,
-so `compile` and serving can tell a complete checkpoint from a half-staged one.
+so `compile` and serving can tell a complete checkpoint from a half-staged one. A model whose manifest
+is already there is not downloaded again (tens of GB) unless forced.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from pathlib import Path
 from config.schema import DeploymentConfig, DraftSpeculation, HfModel
 from model_build.digest import checkpoint_prefix
 from model_build.errors import BuildError
-from model_build.manifest import Manifest, ManifestFile
-from model_build.publish import PublishResult, publish_tree
-from model_build.transfer import S3Store
+from model_build.manifest import MANIFEST_NAME, Manifest, ManifestFile
+from model_build.publish import PublishResult, publish_tree, read_manifest
+from model_build.transfer import S3Store, TransferStats
 
 DEFAULT_SCRATCH = "/tmp/trn-specdec/hf"
 # Weights in formats NxDI does not load: skip them (Qwen3 repos ship safetensors).
@@ -93,10 +94,18 @@ def stage_checkpoints(
     scratch: Path,
     download: Downloader = hf_download,
     log: Callable[[str], None] = print,
+    force: bool = False,
 ) -> dict[str, PublishResult]:
+    """Stage each model; one already staged (its manifest is there) is skipped unless `force`."""
     results = {}
     for key in keys:
         model = config.models[key]
+        prefix = checkpoint_prefix(model.hf_id, model.revision)
+        staged = None if force else read_manifest(store, prefix + MANIFEST_NAME)
+        if staged is not None:
+            results[key] = PublishResult(store.url(prefix), staged, TransferStats(), True, False)
+            log(f"{key}: already staged at {store.url(prefix)} (pass --force to download and check it again)")
+            continue
         log(f"{key}: downloading {model.hf_id}@{model.revision} into {scratch}")
         local = download(model, scratch)
         results[key] = publish_checkpoint(store, model, local)

@@ -99,7 +99,14 @@ def _stage(ctx: Context, out: TextIO) -> int:
     from model_build.checkpoints import select_models, stage_checkpoints
 
     keys = select_models(ctx.config, ctx.args.model)
-    stage_checkpoints(ctx.store, ctx.config, keys, scratch=Path(ctx.args.scratch), log=lambda m: print(m, file=out))
+    stage_checkpoints(
+        ctx.store,
+        ctx.config,
+        keys,
+        scratch=Path(ctx.args.scratch),
+        log=lambda m: print(m, file=out),
+        force=ctx.args.force,
+    )
     return EXIT_OK
 
 
@@ -196,8 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[transfer],
         help="copy pinned Hugging Face checkpoints into the bucket",
         description="Download each model at its pinned revision (huggingface_hub) into --scratch, then upload it "
-        "to s3://<bucket>/checkpoints/<hf_id>/<revision>/ with a manifest written last. Resumable: objects "
-        "already present with the same sha256 are skipped, partial uploads resume.",
+        "to s3://<bucket>/checkpoints/<hf_id>/<revision>/ with a manifest written last. A model whose manifest "
+        "is already there is skipped without downloading. Resumable: objects already present with the same "
+        "sha256 are skipped, partial uploads resume.",
     )
     p.add_argument(
         "--model",
@@ -206,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a key of models in the config; repeat for several (default: every target and draft a profile uses)",
     )
     p.add_argument("--scratch", default="/tmp/trn-specdec/hf", help="local download directory")
+    p.add_argument(
+        "--force", action="store_true", help="download and check models that are already staged (repairs them)"
+    )
     p.set_defaults(func=_stage)
 
     p = commands.add_parser(

@@ -51,10 +51,24 @@ def test_staging_publishes_each_model_under_its_pinned_revision(default_config, 
         manifest = Manifest.from_json(s3.get_object(Bucket=bucket, Key=prefix + MANIFEST_NAME)["Body"].read().decode())
         assert manifest.digest == model.revision and manifest.inputs["hf_id"] == model.hf_id
 
+    downloads = len(calls)
     again = stage_checkpoints(
         make_store(), default_config, keys, scratch=tmp_path, download=_fake_hub(tmp_path, calls), log=lambda _: None
     )
     assert all(r.already_published and r.stats.bytes_sent == 0 for r in again.values())
+    assert len(calls) == downloads  # staged models are not downloaded again
+
+    forced = stage_checkpoints(
+        make_store(),
+        default_config,
+        keys,
+        scratch=tmp_path,
+        download=_fake_hub(tmp_path, calls),
+        log=lambda _: None,
+        force=True,
+    )
+    assert len(calls) == 2 * downloads
+    assert all(r.already_published and r.stats.bytes_sent == 0 for r in forced.values())
 
 
 def test_default_selection_is_every_model_a_profile_uses(default_config):
