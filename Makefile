@@ -15,7 +15,7 @@ export AWS_EC2_METADATA_DISABLED := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 16,18,20
 export UV_PYTHON_DOWNLOADS := never
 
-.PHONY: setup synth test lint format deploy build bench destroy sweep-dry-run clean
+.PHONY: setup synth test lint format deploy stage build bench ab destroy sweep-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -50,13 +50,26 @@ deploy: setup
 	$(CDK) bootstrap $(CDK_FLAGS) -c deploy=true
 	$(CDK) deploy --all $(CDK_FLAGS) -c deploy=true --require-approval broadening
 
-# Compile and publish one profile's artifact on the cluster: make build PROFILE=speculative
+# Stage the pinned Hugging Face checkpoints into the bucket with an in-cluster Job (skips staged models)
+stage: setup
+	$(BIN)/python -m charts.stage --apply --config $(CONFIG)
+
+# Compile and publish one profile's artifact on the cluster (stages its checkpoints first if needed):
+# make build PROFILE=speculative
 build: setup
 	@test -n "$(PROFILE)" || { echo "usage: make build PROFILE=<a profile name from $(CONFIG)>"; exit 2; }
 	$(BIN)/python -m charts.build $(PROFILE) --apply --config $(CONFIG)
 
 # Benchmark every service side by side in the cluster: make bench [BENCH_ARGS="--requests 16"]
 bench: setup
+	$(BIN)/python -m charts.bench --apply --config $(CONFIG) -- $(BENCH_ARGS)
+
+# From a deployed stack to the A/B report: stage, build every profile, benchmark
+ab: setup
+	$(BIN)/python -m charts.stage --apply --config $(CONFIG)
+	for profile in $$($(BIN)/python -c 'import sys; from config import load_config; print(*(p.name for p in load_config(sys.argv[1]).profiles))' $(CONFIG)); do \
+		$(BIN)/python -m charts.build $$profile --apply --config $(CONFIG) || exit 1; \
+	done
 	$(BIN)/python -m charts.bench --apply --config $(CONFIG) -- $(BENCH_ARGS)
 
 destroy: setup

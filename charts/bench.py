@@ -17,11 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import cdk8s
-import yaml
 
 from charts.bench_job import BenchmarkJob
-from charts.kubectl import apply, follow_job
-from config import ConfigError, DeploymentConfig, load_config
+from charts.kubectl import apply, follow_job, run_or_print
+from config import DeploymentConfig, load_config
 from model_build.digest import results_key
 
 
@@ -77,15 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--account", help="print the Job YAML for the bucket of this AWS account id")
     mode.add_argument("--apply", action="store_true", help="run the benchmark on the cluster and wait for it")
     args = parser.parse_args(argv)
-    try:
-        if args.apply:
-            return run_bench(args.config, extra)
-        objects = render_bench_job(load_config(args.config), args.account, new_run_id(), extra)
-    except ConfigError as err:
-        print(err, file=sys.stderr)
-        return 2
-    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
-    return 0
+    return run_or_print(
+        args.apply,
+        lambda: run_bench(args.config, extra),
+        lambda: render_bench_job(load_config(args.config), args.account, new_run_id(), extra),
+    )
 
 
 if __name__ == "__main__":

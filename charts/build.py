@@ -10,11 +10,12 @@ import subprocess
 import sys
 
 import cdk8s
-import yaml
 
-from charts.kubectl import apply, follow_job, kubectl
+from charts.kubectl import apply, follow_job, kubectl, run_or_print
 from charts.model_build_job import ModelBuildJob
+from charts.stage import run_stage
 from config import ConfigError, DeploymentConfig, ServingProfile, load_config
+from model_build.checkpoints import profile_models
 
 
 def profile_of(config: DeploymentConfig, name: str) -> ServingProfile:
@@ -33,11 +34,16 @@ def render_build_job(config: DeploymentConfig, profile_name: str, account: str) 
 
 
 def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) -> int:
-    """Apply the Job on the cluster and wait for it; exit code 0 only when the artifact is published."""
+    """Stage the profile's checkpoints if needed, apply the Job and wait for it; 0 only when the artifact is
+    published. Serving reads the checkpoints too (config, tokenizer), so they are staged even if the artifact
+    already exists."""
     import boto3  # lazily: rendering needs no AWS
 
     config = load_config(config_path)
     profile = profile_of(config, profile_name)
+    staged = run_stage(config_path, profile_models(profile), poll_s=poll_s)
+    if staged != 0:
+        return staged
     account = boto3.client("sts").get_caller_identity()["Account"]
     bucket = config.models_bucket_name(account)
     cli = [sys.executable, "-m", "model_build", *(["--config", config_path] if config_path else [])]
@@ -76,15 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--account", help="print the Job YAML for the bucket of this AWS account id")
     mode.add_argument("--apply", action="store_true", help="run the build on the cluster and wait for it")
     args = parser.parse_args(argv)
-    try:
-        if args.apply:
-            return run_build(args.config, args.profile)
-        objects = render_build_job(load_config(args.config), args.profile, args.account)
-    except ConfigError as err:
-        print(err, file=sys.stderr)
-        return 2
-    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
-    return 0
+    return run_or_print(
+        args.apply,
+        lambda: run_build(args.config, args.profile),
+        lambda: render_build_job(load_config(args.config), args.profile, args.account),
+    )
 
 
 if __name__ == "__main__":

@@ -43,6 +43,12 @@ def lock_pins(*names: str) -> list[str]:
     return pins
 
 
+def install_if_missing(module: str, package: str) -> str:
+    """A shell line that pip-installs the locked `package` only if the image cannot import `module`."""
+    (pin,) = lock_pins(package)
+    return f'python3 -c "import {module}" 2>/dev/null || pip install --quiet --no-cache-dir {pin}'
+
+
 def python_files(*packages: str) -> list[str]:
     return sorted(str(p.relative_to(ROOT)) for pkg in packages for p in (ROOT / pkg).glob("*.py"))
 

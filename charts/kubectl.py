@@ -1,13 +1,17 @@
-"""The few kubectl calls `make build` and `make bench` need: apply, and follow a Job to its end."""
+"""The few kubectl calls `make stage`, `make build` and `make bench` need: apply, and follow a Job to its end."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 
 import yaml
+
+from config import ConfigError
+from model_build.errors import BuildError
 
 
 def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -39,3 +43,16 @@ def follow_job(
     finally:
         if logs is not None:
             logs.terminate()
+
+
+def run_or_print(apply_it: bool, run: Callable[[], int], render: Callable[[], list[dict]]) -> int:
+    """The tail of every `python -m charts.<job>`: run on the cluster, or print the YAML; errors as sentences."""
+    try:
+        if apply_it:
+            return run()
+        objects = render()
+    except (ConfigError, BuildError) as err:
+        print(err, file=sys.stderr)
+        return 2
+    sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
+    return 0

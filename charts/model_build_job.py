@@ -16,7 +16,7 @@ from charts.code_bundle import (
     CodeArchive,
     ConfigFile,
     archive_volume,
-    lock_pins,
+    install_if_missing,
     python_files,
     unpack_command,
 )
@@ -59,8 +59,7 @@ def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name:
         [
             "set -euo pipefail",
             unpack_command(),
-            # boto3 (for publish) is installed at start only if the image lacks it, at the locked version.
-            f'python3 -c "import boto3" 2>/dev/null || pip install --quiet --no-cache-dir {lock_pins("boto3")[0]}',
+            install_if_missing("boto3", "boto3"),  # for publish, at the locked version, only if the image lacks it
             f"{cli} plan {profile.name}",
             f"{cli} compile {profile.name} --out {out}",
             f"{cli} publish {profile.name} --from {out}",

@@ -95,14 +95,21 @@ def gi(n: int) -> k8s.Quantity:
     return k8s.Quantity.from_string(f"{n}Gi")
 
 
-def trn2_placement(claim_template: str) -> dict:
-    """PodSpec fields that put a pod on the Trainium2 nodes with its devices: node selector, taint toleration,
-    DRA claim. Serving pods and build Jobs use the same ones."""
+def trn2_node_placement() -> dict:
+    """PodSpec fields that put a pod on the Trainium2 nodes without devices: node selector, taint toleration."""
     return {
         "node_selector": {NODE_ROLE_LABEL: "trn2"},
         "tolerations": [
             k8s.Toleration(key=NEURON_TAINT_KEY, operator="Equal", value=NEURON_TAINT_VALUE, effect="NoSchedule")
         ],
+    }
+
+
+def trn2_placement(claim_template: str) -> dict:
+    """PodSpec fields that put a pod on the Trainium2 nodes with its devices: node selector, taint toleration,
+    DRA claim. Serving pods and build Jobs use the same ones."""
+    return {
+        **trn2_node_placement(),
         "resource_claims": [k8s.PodResourceClaim(name=CLAIM_NAME, resource_claim_template_name=claim_template)],
     }
 

@@ -1,5 +1,5 @@
 """What `cdk deploy` applies, as a few charts: a base (namespace, config, the init check's code), one per
-serving profile, and the static parts of the model-build and benchmark Jobs. Each chart becomes its own
+serving profile, and the static parts of the model-build, checkpoint-staging and benchmark Jobs. Each chart becomes its own
 manifest resource, so none nears the kubectl handler's payload limit and a profile's objects stay together."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from constructs import Construct
 from charts.bench_job import BenchmarkSupport
 from charts.code_bundle import CodeBundle, ConfigFile
 from charts.model_build_job import ModelBuildSupport
+from charts.stage_job import STAGE_SERVICE_ACCOUNT
 from charts.vllm_service import VllmService
 from config.schema import DeploymentConfig
 
@@ -50,6 +51,7 @@ def render_groups(config: DeploymentConfig, bucket_name: str) -> dict[str, list[
         groups[chart.node.id] = chart.to_json()
     build = _chart(app, "model-build", config)
     ModelBuildSupport(build, "Build", config=config, bucket_name=bucket_name)
+    k8s.KubeServiceAccount(build, "Stage", metadata=k8s.ObjectMeta(name=STAGE_SERVICE_ACCOUNT))
     groups[build.node.id] = build.to_json()
     bench = _chart(app, "bench", config)
     BenchmarkSupport(bench, "Bench")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from config.schema import DeploymentConfig, DraftSpeculation, HfModel
+from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingProfile
 from model_build.digest import checkpoint_prefix
 from model_build.errors import BuildError
 from model_build.manifest import MANIFEST_NAME, Manifest, ManifestFile
@@ -28,14 +28,14 @@ IGNORE_PATTERNS = ["*.bin", "*.pth", "*.pt", "*.gguf", "*.msgpack", "*.h5", "ori
 Downloader = Callable[[HfModel, Path], Path]
 
 
+def profile_models(profile: ServingProfile) -> list[str]:
+    """The models one profile loads: its target, and its draft if it speculates with one."""
+    return [profile.target, *([profile.decoding.draft] if isinstance(profile.decoding, DraftSpeculation) else [])]
+
+
 def models_in_use(config: DeploymentConfig) -> list[str]:
     """Every model a profile needs (targets and drafts), in config order."""
-    keys: list[str] = []
-    for p in config.profiles:
-        keys.append(p.target)
-        if isinstance(p.decoding, DraftSpeculation):
-            keys.append(p.decoding.draft)
-    return list(dict.fromkeys(keys))
+    return list(dict.fromkeys(k for p in config.profiles for k in profile_models(p)))
 
 
 def select_models(config: DeploymentConfig, requested: Iterable[str] | None) -> list[str]:

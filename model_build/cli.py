@@ -25,8 +25,9 @@ Build the compiled NxDI artifact of a serving profile and publish it, content-ad
 bucket: s3://<bucket>/artifacts/<digest>/ with manifest.json written last. Serving mounts that prefix
 read-only and refuses to start unless its manifest matches the profile.
 
-The usual path is `make build PROFILE=<name>`, which runs stage-checkpoints, compile and publish in a
-Kubernetes Job on a Trainium2 node. Run `plan` anywhere to see what a profile compiles."""
+The usual path is `make build PROFILE=<name>`: it stages the profile's checkpoints with an in-cluster Job
+if they are missing (`make stage`), then runs compile and publish in a Kubernetes Job on a Trainium2 node.
+Run `plan` anywhere to see what a profile compiles."""
 
 EPILOG = """\
 exit codes: 0 ok, 1 mismatch (artifact or inputs differ from the profile), 2 usage or environment error.

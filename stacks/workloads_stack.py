@@ -11,24 +11,23 @@ from constructs import Construct
 from charts.bench_job import BENCH_SERVICE_ACCOUNT
 from charts.model_build_job import build_service_account
 from charts.serving_chart import BASE, render_groups
+from charts.stage_job import STAGE_SERVICE_ACCOUNT
 from charts.vllm_service import service_account_name
-from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
+from config.schema import DeploymentConfig, ServingProfile
+from model_build.checkpoints import models_in_use, profile_models
 from model_build.digest import RESULTS_PREFIX, artifact_prefix, checkpoint_prefix, profile_digest
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.pod_identity_role import PodIdentityRole
 from stacks.nag import acknowledge
 
 
-def checkpoint_prefixes(config: DeploymentConfig, profile: ServingProfile) -> list[str]:
-    keys = [profile.target]
-    if isinstance(profile.decoding, DraftSpeculation):
-        keys.append(profile.decoding.draft)
+def checkpoint_prefixes(config: DeploymentConfig, keys: list[str]) -> list[str]:
     return [checkpoint_prefix(config.models[k].hf_id, config.models[k].revision) for k in keys]
 
 
 def serving_read_prefixes(config: DeploymentConfig, profile: ServingProfile) -> list[str]:
     """The only bucket prefixes a service may read: its own artifact and the checkpoints it loads."""
-    return [artifact_prefix(profile_digest(config, profile)), *checkpoint_prefixes(config, profile)]
+    return [artifact_prefix(profile_digest(config, profile)), *checkpoint_prefixes(config, profile_models(profile))]
 
 
 class WorkloadsStack(Stack):
@@ -62,6 +61,7 @@ class WorkloadsStack(Stack):
             )
             self.serving_roles[profile.name] = role
 
+        self.stage_role = self._stage_role(config, cluster, bucket, nag_bucket)
         self.bench_role = self._bench_role(config, cluster, bucket, nag_bucket)
 
         # One manifest resource per chart group: each stays far below the kubectl handler's 256 KiB event
@@ -94,7 +94,7 @@ class WorkloadsStack(Stack):
             f"model build {profile.name}: read checkpoints, write artifacts/<digest>/ only",
         )
         artifact = artifact_prefix(profile_digest(config, profile))
-        reads = checkpoint_prefixes(config, profile)
+        reads = checkpoint_prefixes(config, profile_models(profile))
         _grant_reads(role, bucket, reads)
         role.add_to_policy(
             iam.PolicyStatement(
@@ -109,6 +109,34 @@ class WorkloadsStack(Stack):
             "The build reads only the checkpoint prefixes of the models it compiles and writes only its own "
             "content-addressed artifact prefix; object ARNs under a prefix need a trailing wildcard.",
             tuple(f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{p}*]" for p in [artifact, *reads]),
+        )
+        return role
+
+    def _stage_role(
+        self, config: DeploymentConfig, cluster: eks.ICluster, bucket: s3.IBucket, nag_bucket: str
+    ) -> iam.Role:
+        """The checkpoint-staging Job writes only the checkpoint prefixes of the models the profiles use."""
+        role = self._identity(
+            config,
+            cluster,
+            STAGE_SERVICE_ACCOUNT,
+            "checkpoint staging: write checkpoints/<hf_id>/<revision>/ of the configured models only",
+        )
+        prefixes = checkpoint_prefixes(config, models_in_use(config))
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes],
+            )
+        )
+        _grant_resume(role, bucket)
+        acknowledge(
+            role,
+            "IAM5",
+            "Staging reads and writes only the checkpoint prefixes (pinned model and revision) of the models the "
+            "profiles use; object ARNs under a prefix need a trailing wildcard.",
+            tuple(f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{p}*]" for p in prefixes),
         )
         return role
 

@@ -1,5 +1,6 @@
-"""`make build`'s orchestration against a scripted kubectl on PATH (no cluster here): the profile's devices
-are freed before the Job starts and its Deployment is scaled back whether the Job succeeds or fails."""
+"""`make build` and `make stage` orchestration against a scripted kubectl on PATH (no cluster here) and moto:
+the profile's devices are freed before the build Job starts and its Deployment is scaled back whether the Job
+succeeds or fails; checkpoints are staged by a Job only when their manifest is missing."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ import pytest
 
 from charts.build import run_build
 from charts.kubectl import follow_job
+from charts.stage import run_stage
+from config import load_config
+from model_build.digest import checkpoint_prefix
+from model_build.manifest import MANIFEST_NAME
+
+MOTO_ACCOUNT = "123456789012"  # what moto's STS GetCallerIdentity answers
 
 FAKE_KUBECTL = """#!{python}
 import json, os, sys
@@ -41,7 +48,7 @@ def fake_kubectl(tmp_path, monkeypatch):
     log = tmp_path / "kubectl.log"
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_KUBECTL_LOG", str(log))
-    return lambda: [json.loads(line) for line in log.read_text().splitlines()]
+    return lambda: [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
 def test_follow_job_reports_completion_and_failure(fake_kubectl, monkeypatch):
@@ -51,8 +58,22 @@ def test_follow_job_reports_completion_and_failure(fake_kubectl, monkeypatch):
     assert follow_job("ns", "job-b", poll_s=0) is False
 
 
+def _bucket(staged: list[str]) -> None:
+    """The models bucket on moto, with a checkpoint manifest for each model in `staged`."""
+    import boto3
+
+    config = load_config()
+    s3 = boto3.client("s3", region_name=config.region)
+    bucket = config.models_bucket_name(MOTO_ACCOUNT)
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": config.region})
+    for key in staged:
+        model = config.models[key]
+        s3.put_object(Bucket=bucket, Key=checkpoint_prefix(model.hf_id, model.revision) + MANIFEST_NAME, Body=b"{}")
+
+
 @pytest.mark.parametrize(("result", "code"), [("Complete", 0), ("Failed", 1)])
 def test_build_frees_the_devices_then_scales_the_service_back(aws_env, fake_kubectl, monkeypatch, result, code):
+    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
     monkeypatch.setenv("FAKE_JOB_RESULT", result)
     assert run_build(None, "speculative", poll_s=0) == code  # verify finds no artifact in the empty bucket
     calls = fake_kubectl()
@@ -60,3 +81,26 @@ def test_build_frees_the_devices_then_scales_the_service_back(aws_env, fake_kube
     assert calls[0] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=0"]
     assert verbs.index("apply") < verbs.index("get")
     assert calls[-1] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=1"]
+
+
+def test_stage_runs_a_job_for_the_missing_models_only(aws_env, fake_kubectl, monkeypatch):
+    _bucket(staged=["qwen3-32b"])
+    monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
+    assert run_stage(None, poll_s=0) == 0
+    calls = fake_kubectl()
+    assert calls[0][:3] == ["-n", "trn-specdec", "apply"]
+    (job,) = {c[4] for c in calls if c[2:4] == ["get", "job"]}
+    assert job.startswith("stage-checkpoints-")
+
+
+def test_stage_with_everything_staged_runs_nothing(aws_env, fake_kubectl, monkeypatch):
+    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    assert run_stage(None, poll_s=0) == 0
+    assert fake_kubectl() == []
+
+
+def test_a_failed_stage_stops_the_build_before_it_touches_the_service(aws_env, fake_kubectl, monkeypatch):
+    _bucket(staged=[])
+    monkeypatch.setenv("FAKE_JOB_RESULT", "Failed")
+    assert run_build(None, "speculative", poll_s=0) == 1
+    assert not [c for c in fake_kubectl() if "scale" in c]

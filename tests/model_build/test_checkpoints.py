@@ -13,7 +13,8 @@ from model_build.cli import main
 from model_build.digest import checkpoint_prefix
 from model_build.errors import BuildError
 from model_build.manifest import MANIFEST_NAME, Manifest
-from tests.model_build.conftest import MIB, write_tree
+from tests.iam_check import S3Calls, denied, statements_by_service_account
+from tests.model_build.conftest import MIB, MOTO_ACCOUNT, FaultyClient, write_tree
 
 SNAPSHOT = {
     "config.json": 700,
@@ -83,3 +84,22 @@ def test_without_huggingface_hub_the_command_says_what_to_install(bucket, capsys
     code = main(["stage-checkpoints", "--model", "qwen3-0-6b", "--scratch", str(tmp_path)])
     assert code == 2
     assert "huggingface_hub" in capsys.readouterr().err
+
+
+def test_the_stage_role_allows_every_s3_call_of_staging(synth, default_config, make_store, bucket, tmp_path, aws_env):
+    """An interrupted staging run and its resumption, call by call against the staging Job's synthesized role."""
+    import boto3
+
+    from charts.stage_job import STAGE_SERVICE_ACCOUNT
+
+    client = boto3.client("s3", region_name="us-east-2")
+    calls = S3Calls(client)
+    keys = select_models(default_config, None)
+    hub = _fake_hub(tmp_path, [])
+    with pytest.raises(BuildError):
+        faulty = FaultyClient(client, operation="upload_part", after=1)
+        stage_checkpoints(make_store(faulty), default_config, keys, scratch=tmp_path, download=hub, log=lambda _: None)
+    stage_checkpoints(make_store(client), default_config, keys, scratch=tmp_path, download=hub, log=lambda _: None)
+    assert {"ListMultipartUploads", "ListParts", "CompleteMultipartUpload", "PutObject"} <= calls.operations
+    statements = statements_by_service_account(synth)[STAGE_SERVICE_ACCOUNT]
+    assert denied(statements, calls.calls, MOTO_ACCOUNT, "us-east-2") == []

@@ -54,7 +54,7 @@ def _actions(statement: dict) -> list[str]:
 
 def test_every_service_and_build_account_has_a_role(synth):
     names = {p.name for p in synth.config.profiles}
-    expected = {f"{n}-vllm" for n in names} | {f"{n}-build" for n in names} | {"bench"}
+    expected = {f"{n}-vllm" for n in names} | {f"{n}-build" for n in names} | {"bench", "checkpoints-stage"}
     assert set(statements_by_service_account(synth)) == expected
 
 
@@ -80,6 +80,16 @@ def test_each_build_role_writes_only_its_own_artifact_prefix(synth):
         resources = json.dumps(write["Resource"])
         assert f"artifacts/{profile_digest(synth.config, profile)}/*" in resources
         assert "checkpoints/" not in resources and resources.count("artifacts/") == 1
+
+
+def test_the_stage_role_writes_only_the_checkpoints_of_configured_models(synth):
+    statements = statements_by_service_account(synth)["checkpoints-stage"]
+    (write,) = [s for s in statements if "s3:PutObject" in _actions(s)]
+    resources = json.dumps(write["Resource"])
+    assert "artifacts/" not in resources and "results/" not in resources
+    revisions = {m.revision for m in synth.config.models.values()}
+    used = {synth.config.models[k].revision for k in ("qwen3-32b", "qwen3-1-7b")}
+    assert all(r in resources for r in used) and not any(r in resources for r in revisions - used)
 
 
 def test_bench_role_publishes_only_in_its_namespace_and_writes_only_results(synth):

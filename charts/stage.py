@@ -1,0 +1,87 @@
+"""Stage the configured models' checkpoints into the bucket with an in-cluster Job (`make stage`).
+
+python -m charts.stage --apply [--model KEY ...] [--config config/default.yaml]
+python -m charts.stage --account ACCOUNT_ID [--model KEY ...]     # print the Job YAML instead
+
+Models whose checkpoint manifest is already in the bucket are left alone; if none is missing, no Job runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import cdk8s
+
+from charts.kubectl import apply, follow_job, run_or_print
+from charts.stage_job import HF_TOKEN_SECRET, StageCheckpointsJob
+from config import DeploymentConfig, load_config
+from model_build.checkpoints import select_models
+from model_build.digest import checkpoint_prefix
+from model_build.manifest import MANIFEST_NAME
+
+
+def render_stage_job(config: DeploymentConfig, keys: list[str], account: str) -> list[dict]:
+    app = cdk8s.App()
+    chart = cdk8s.Chart(app, "stage", namespace=config.namespace, disable_resource_name_hashes=True)
+    StageCheckpointsJob(chart, "job", config=config, keys=keys, bucket_name=config.models_bucket_name(account))
+    return chart.to_json()
+
+
+def unstaged(config: DeploymentConfig, keys: list[str], bucket: str) -> list[str]:
+    """The models among `keys` whose checkpoint has no manifest in the bucket yet."""
+    from model_build.transfer import S3Store, TransferSettings, make_s3_client
+
+    store = S3Store(make_s3_client(config.region, TransferSettings()), bucket)
+    store.ensure_bucket()
+    return [
+        k
+        for k in keys
+        if store.head(checkpoint_prefix(config.models[k].hf_id, config.models[k].revision) + MANIFEST_NAME) is None
+    ]
+
+
+def run_stage(config_path: str | None, requested: list[str] | None = None, poll_s: float = 20.0) -> int:
+    """Run the staging Job for the models not staged yet and wait for it; 0 once all are staged."""
+    import boto3  # lazily: rendering needs no AWS
+
+    config = load_config(config_path)
+    keys = select_models(config, requested)
+    account = boto3.client("sts").get_caller_identity()["Account"]
+    missing = unstaged(config, keys, config.models_bucket_name(account))
+    if not missing:
+        print(f"checkpoints of {', '.join(keys)} are staged; nothing to download")
+        return 0
+    objects = render_stage_job(config, missing, account)
+    job = objects[0]["metadata"]["name"]
+    ns = config.namespace
+    print(f"staging {', '.join(missing)} with job/{job} (gated models need: kubectl -n {ns} create secret generic ")
+    print(f"  {HF_TOKEN_SECRET} --from-literal=token=hf_...)")
+    apply(ns, objects)
+    if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):
+        print(f"job/{job} failed; see `kubectl -n {ns} logs job/{job}`; re-running resumes it", file=sys.stderr)
+        return 1
+    print(f"job/{job} succeeded: {', '.join(missing)} staged")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m charts.stage", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", default=None)
+    parser.add_argument(
+        "--model", action="append", metavar="KEY", help="a key of models (default: every model a profile uses)"
+    )
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--account", help="print the Job YAML for the bucket of this AWS account id")
+    mode.add_argument("--apply", action="store_true", help="run the Job for unstaged models and wait for it")
+    args = parser.parse_args(argv)
+
+    def render() -> list[dict]:
+        config = load_config(args.config)
+        return render_stage_job(config, select_models(config, args.model), args.account)
+
+    return run_or_print(args.apply, lambda: run_stage(args.config, args.model), render)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
