@@ -11,7 +11,7 @@ import sys
 
 import cdk8s
 
-from charts.kubectl import apply, follow_job, kubectl, run_or_print
+from charts.kubectl import follow_job, kubectl, run_or_print, start_job
 from charts.model_build_job import ModelBuildJob
 from charts.stage import run_stage
 from config import ConfigError, DeploymentConfig, ServingProfile, load_config
@@ -56,7 +56,7 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
     print(f"{profile_name}: freeing its devices (scale deploy/{profile_name} to 0) and starting job/{job}")
     kubectl("-n", ns, "scale", f"deploy/{profile_name}", "--replicas=0")
     try:
-        apply(ns, objects)
+        start_job(ns, objects)
         ok = follow_job(
             ns, job, poll_s=poll_s, waiting=lambda _: print(f"{profile_name}: waiting for job/{job} to start")
         )

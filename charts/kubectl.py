@@ -22,6 +22,26 @@ def apply(namespace: str, objects: list[dict]) -> None:
     kubectl("-n", namespace, "apply", "-f", "-", stdin=yaml.safe_dump_all(objects, sort_keys=False))
 
 
+def finished(status: dict) -> str | None:
+    """ "Complete" or "Failed" once a Job has ended, else None."""
+    conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+    return next((c for c in ("Complete", "Failed") if conditions.get(c) == "True"), None)
+
+
+def start_job(namespace: str, objects: list[dict]) -> None:
+    """Apply a Job (the first object), deleting a finished Job of the same name first.
+
+    Jobs are named by what they produce, and a Job's pod template cannot change: applying over a Job that
+    failed would report the old failure again instead of running, so a re-run replaces it. A Job still
+    running is left alone and followed.
+    """
+    name = objects[0]["metadata"]["name"]
+    found = kubectl("-n", namespace, "get", "job", name, "-o", "json", check=False)
+    if found.returncode == 0 and finished(json.loads(found.stdout).get("status", {})):
+        kubectl("-n", namespace, "delete", "job", name, "--cascade=foreground", "--wait=true")
+    apply(namespace, objects)
+
+
 def follow_job(
     namespace: str, job: str, *, poll_s: float = 15.0, waiting: Callable[[int], None] = lambda active: None
 ) -> bool:
@@ -30,13 +50,10 @@ def follow_job(
     try:
         while True:
             status = json.loads(kubectl("-n", namespace, "get", "job", job, "-o", "json").stdout).get("status", {})
-            conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
             if status.get("active") and logs is None:
                 logs = subprocess.Popen(["kubectl", "-n", namespace, "logs", "-f", f"job/{job}"], text=True)
-            if conditions.get("Complete") == "True":
-                return True
-            if conditions.get("Failed") == "True":
-                return False
+            if ended := finished(status):
+                return ended == "Complete"
             if logs is None:
                 waiting(status.get("active", 0))
             time.sleep(poll_s)

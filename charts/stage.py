@@ -13,7 +13,7 @@ import sys
 
 import cdk8s
 
-from charts.kubectl import apply, follow_job, run_or_print
+from charts.kubectl import follow_job, run_or_print, start_job
 from charts.stage_job import HF_TOKEN_SECRET, StageCheckpointsJob
 from config import DeploymentConfig, load_config
 from model_build.checkpoints import select_models
@@ -57,7 +57,7 @@ def run_stage(config_path: str | None, requested: list[str] | None = None, poll_
     ns = config.namespace
     print(f"staging {', '.join(missing)} with job/{job} (gated models need: kubectl -n {ns} create secret generic ")
     print(f"  {HF_TOKEN_SECRET} --from-literal=token=hf_...)")
-    apply(ns, objects)
+    start_job(ns, objects)
     if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):
         print(f"job/{job} failed; see `kubectl -n {ns} logs job/{job}`; re-running resumes it", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from charts.build import run_build
-from charts.kubectl import follow_job
+from charts.kubectl import follow_job, start_job
 from charts.stage import run_stage
 from config import load_config
 from model_build.digest import checkpoint_prefix
@@ -26,8 +26,16 @@ log = os.environ["FAKE_KUBECTL_LOG"]
 with open(log, "a") as f:
     f.write(json.dumps(sys.argv[1:]) + "\\n")
 args = sys.argv[1:]
+lines = [json.loads(line) for line in open(log)]
+applies = [i for i, a in enumerate(lines) if "apply" in a]
 if "get" in args and "job" in args:
-    calls = sum(1 for line in open(log) if '"get", "job"' in line)
+    if not applies:  # before this run applied anything: a Job left by an earlier run, or none
+        previous = os.environ.get("FAKE_JOB_PREVIOUS")
+        if not previous:
+            sys.exit("Error from server (NotFound): jobs.batch not found")
+        print(json.dumps({{"status": {{"conditions": [{{"type": previous, "status": "True"}}]}}}}))
+        sys.exit(0)
+    calls = sum(1 for a in lines[applies[-1]:] if a[2:4] == ["get", "job"])
     final = os.environ["FAKE_JOB_RESULT"]
     status = {{"active": 1}} if calls < 3 else {{"conditions": [{{"type": final, "status": "True"}}]}}
     print(json.dumps({{"status": status}}))
@@ -51,10 +59,16 @@ def fake_kubectl(tmp_path, monkeypatch):
     return lambda: [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+def _job(name: str) -> list[dict]:
+    return [{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}}]
+
+
 def test_follow_job_reports_completion_and_failure(fake_kubectl, monkeypatch):
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
+    start_job("ns", _job("job-a"))
     assert follow_job("ns", "job-a", poll_s=0) is True
     monkeypatch.setenv("FAKE_JOB_RESULT", "Failed")
+    start_job("ns", _job("job-b"))
     assert follow_job("ns", "job-b", poll_s=0) is False
 
 
@@ -79,7 +93,7 @@ def test_build_frees_the_devices_then_scales_the_service_back(aws_env, fake_kube
     calls = fake_kubectl()
     verbs = [c[2] for c in calls]
     assert calls[0] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=0"]
-    assert verbs.index("apply") < verbs.index("get")
+    assert verbs.index("scale") < verbs.index("apply") and "delete" not in verbs
     assert calls[-1] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=1"]
 
 
@@ -88,9 +102,21 @@ def test_stage_runs_a_job_for_the_missing_models_only(aws_env, fake_kubectl, mon
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
     assert run_stage(None, poll_s=0) == 0
     calls = fake_kubectl()
-    assert calls[0][:3] == ["-n", "trn-specdec", "apply"]
+    assert [c[2] for c in calls][:2] == ["get", "apply"]  # no earlier Job of that name: nothing to replace
     (job,) = {c[4] for c in calls if c[2:4] == ["get", "job"]}
     assert job.startswith("stage-checkpoints-")
+
+
+@pytest.mark.parametrize(("previous", "replaced"), [("Failed", True), ("Complete", True), ("", False)])
+def test_a_finished_job_of_the_same_name_is_replaced_not_reported_again(fake_kubectl, monkeypatch, previous, replaced):
+    monkeypatch.setenv("FAKE_JOB_PREVIOUS", previous)
+    monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
+    start_job("ns", _job("job-a"))
+    assert follow_job("ns", "job-a", poll_s=0) is True
+    verbs = [c[2] for c in fake_kubectl()]
+    assert ("delete" in verbs) == replaced
+    if replaced:
+        assert verbs.index("delete") < verbs.index("apply")
 
 
 def test_stage_with_everything_staged_runs_nothing(aws_env, fake_kubectl, monkeypatch):
