@@ -19,9 +19,10 @@ from pathlib import Path
 import cdk8s
 
 from charts.bench_job import BenchmarkJob
-from charts.kubectl import apply, follow_job, run_or_print
+from charts.kubectl import apply, aws_account, follow_job, run_or_print
 from config import DeploymentConfig, load_config
 from model_build.digest import results_key
+from model_build.errors import BuildError
 
 
 def render_bench_job(config: DeploymentConfig, account: str, run_id: str, extra_args: list[str]) -> list[dict]:
@@ -44,9 +45,10 @@ def new_run_id() -> str:
 
 def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0) -> int:
     import boto3  # lazily: rendering needs no AWS
+    from botocore.exceptions import BotoCoreError, ClientError
 
     config = load_config(config_path)
-    account = boto3.client("sts").get_caller_identity()["Account"]
+    account = aws_account(config)
     run_id = new_run_id()
     objects = render_bench_job(config, account, run_id, extra_args)
     job, ns = objects[0]["metadata"]["name"], config.namespace
@@ -56,7 +58,13 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
         return 1
     local = Path("bench-results") / f"{run_id}.json"
     local.parent.mkdir(exist_ok=True)
-    boto3.client("s3").download_file(config.models_bucket_name(account), results_key(run_id), str(local))
+    bucket, key = config.models_bucket_name(account), results_key(run_id)
+    try:
+        boto3.client("s3", region_name=config.region).download_file(bucket, key, str(local))
+    except (BotoCoreError, ClientError) as err:
+        raise BuildError(
+            f"job/{job} finished but s3://{bucket}/{key} could not be read ({err}); see kubectl -n {ns} logs job/{job}"
+        ) from None
     subprocess.run(
         [sys.executable, "-m", "bench", "report", str(local), "--out", str(local.with_suffix(""))], check=True
     )

@@ -1,4 +1,5 @@
-"""The few kubectl calls `make stage`, `make build` and `make bench` need: apply, and follow a Job to its end."""
+"""What `make stage`, `make build` and `make bench` do on the deployer's machine: find the AWS account, apply
+a Job with kubectl and follow it to its end. Failures become sentences that say what to fix, not tracebacks."""
 
 from __future__ import annotations
 
@@ -10,12 +11,40 @@ from collections.abc import Callable
 
 import yaml
 
-from config import ConfigError
+from config import ConfigError, DeploymentConfig
 from model_build.errors import BuildError
+
+KUBECONFIG_HINT = "point kubectl at the cluster first: aws eks update-kubeconfig --name {cluster} --region {region}"
 
 
 def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["kubectl", *args], input=stdin, text=True, capture_output=True, check=check)
+    try:
+        result = subprocess.run(["kubectl", *args], input=stdin, text=True, capture_output=True)
+    except FileNotFoundError:
+        raise BuildError(
+            "kubectl is not installed or not on PATH; install it (a version within one minor of the cluster's)"
+        ) from None
+    if check and result.returncode != 0:
+        said = (result.stderr or result.stdout).strip().splitlines()
+        raise BuildError(
+            f"`kubectl {' '.join(args)}` failed: {said[-1] if said else f'exit code {result.returncode}'}. If it "
+            "cannot reach the cluster, " + KUBECONFIG_HINT.format(cluster="<name>-eks", region="<region>")
+        )
+    return result
+
+
+def aws_account(config: DeploymentConfig) -> str:
+    """The account of the current AWS credentials: it names the models bucket."""
+    import boto3  # lazily: rendering needs no AWS
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return boto3.client("sts", region_name=config.region).get_caller_identity()["Account"]
+    except (BotoCoreError, ClientError) as err:
+        raise BuildError(
+            f"cannot tell which AWS account to use ({err}); configure credentials for the account you deployed "
+            f"to (aws configure, or AWS_PROFILE), then run this again"
+        ) from None
 
 
 def apply(namespace: str, objects: list[dict]) -> None:

@@ -13,7 +13,7 @@ import sys
 
 import cdk8s
 
-from charts.kubectl import follow_job, run_or_print, start_job
+from charts.kubectl import aws_account, follow_job, run_or_print, start_job
 from charts.stage_job import HF_TOKEN_SECRET, StageCheckpointsJob
 from config import DeploymentConfig, load_config
 from model_build.checkpoints import select_models
@@ -43,11 +43,10 @@ def unstaged(config: DeploymentConfig, keys: list[str], bucket: str) -> list[str
 
 def run_stage(config_path: str | None, requested: list[str] | None = None, poll_s: float = 20.0) -> int:
     """Run the staging Job for the models not staged yet and wait for it; 0 once all are staged."""
-    import boto3  # lazily: rendering needs no AWS
 
     config = load_config(config_path)
     keys = select_models(config, requested)
-    account = boto3.client("sts").get_caller_identity()["Account"]
+    account = aws_account(config)
     missing = unstaged(config, keys, config.models_bucket_name(account))
     if not missing:
         print(f"checkpoints of {', '.join(keys)} are staged; nothing to download")

@@ -13,9 +13,11 @@ import pytest
 
 from charts.build import run_build
 from charts.kubectl import follow_job, start_job
+from charts.stage import main as stage_main
 from charts.stage import run_stage
 from config import load_config
 from model_build.digest import checkpoint_prefix
+from model_build.errors import BuildError
 from model_build.manifest import MANIFEST_NAME
 
 MOTO_ACCOUNT = "123456789012"  # what moto's STS GetCallerIdentity answers
@@ -130,3 +132,32 @@ def test_a_failed_stage_stops_the_build_before_it_touches_the_service(aws_env, f
     monkeypatch.setenv("FAKE_JOB_RESULT", "Failed")
     assert run_build(None, "speculative", poll_s=0) == 1
     assert not [c for c in fake_kubectl() if "scale" in c]
+
+
+def test_a_kubectl_failure_is_a_sentence_with_its_message_and_the_fix(tmp_path, monkeypatch, capsys):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "kubectl"
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.exit('error: You must be logged in to the server (Unauthorized)')\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    with pytest.raises(BuildError, match=r"kubectl -n ns apply -f -` failed: error: You must be logged in") as err:
+        start_job("ns", _job("job-a"))
+    assert "aws eks update-kubeconfig" in str(err.value)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(BuildError, match="kubectl is not installed"):
+        start_job("ns", _job("job-a"))
+
+
+def test_without_aws_credentials_make_stage_says_so_and_exits_2(monkeypatch, capsys):
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    assert stage_main(["--apply"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot tell which AWS account to use" in err and "Traceback" not in err
