@@ -268,6 +268,14 @@ class BucketConfig(_Strict):
 
 class ObservabilityConfig(_Strict):
     metrics_namespace: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_./#:-]{1,255}$")] = "TrnSpecdec/Bench"
+    alarm_topic_arn: (
+        Annotated[
+            str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d:\d{12}:[A-Za-z0-9_-]{1,256}$")
+        ]
+        | None
+    ) = Field(
+        default=None, description="SNS topic the alarms notify (an existing topic); none: alarms only show state."
+    )
 
 
 # --- root ------------------------------------------------------------------------------------
@@ -437,6 +445,12 @@ class DeploymentConfig(_Strict):
                     f"network.availability_zones contains {az!r}, which is not in region {self.region}; "
                     f"use zones like {self.region}a"
                 )
+        topic = self.observability.alarm_topic_arn
+        if topic and topic.split(":")[3] != self.region:
+            problems.append(
+                f"observability.alarm_topic_arn={topic!r} is in region {topic.split(':')[3]}, but alarms can only notify "
+                f"a topic in their own region {self.region}; create the topic in {self.region} or set it to null"
+            )
         return problems
 
     # --- derived values (read by stacks, charts, model_build, bench) ---------------------------

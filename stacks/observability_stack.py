@@ -1,4 +1,5 @@
-"""Observability: the benchmark dashboard (metrics come from the benchmark Job and `bench run --cloudwatch`)."""
+"""Observability: the benchmark dashboard (metrics from the benchmark Job and `bench run --cloudwatch`) and
+the serving alarms (Container Insights metrics from the CloudWatch observability add-on)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from constructs import Construct
 from bench.prompts import DEFAULT_SUITE
 from config.schema import DeploymentConfig
 from stacks.constructs.benchmark_dashboard import BenchmarkDashboard
+from stacks.constructs.serving_alarms import ServingAlarms
 
 
 class ObservabilityStack(Stack):
@@ -22,4 +24,13 @@ class ObservabilityStack(Stack):
             baseline=config.baseline_profile.name,
             variants=[p.name for p in config.profiles],
             test_cases=[(c.name, c.kind) for c in DEFAULT_SUITE],
+        )
+        self.alarms = ServingAlarms(
+            self,
+            "Alarms",
+            prefix=config.name,
+            cluster_name=config.cluster_name,
+            namespace=config.namespace,
+            services=[p.name for p in config.profiles],
+            topic_arn=config.observability.alarm_topic_arn,
         )

@@ -92,6 +92,12 @@ def _set(path: str, value: Any):
         ("serving.replicas", 3, ["claim 48 Neuron devices", "max_size"]),
         ("trn2_nodes.desired_size", 5, ["desired_size=5", "order them"]),
         ("unknown_field", 1, ["unknown_field is not a known field"]),
+        ("observability.alarm_topic_arn", "alerts", ["alarm_topic_arn='alerts'", "malformed"]),
+        (
+            "observability.alarm_topic_arn",
+            "arn:aws:sns:us-west-2:123456789012:alerts",
+            ["alarm_topic_arn='arn:aws:sns:us-west-2:123456789012:alerts'", "create the topic in us-east-2"],
+        ),
     ],
 )
 def test_invalid_value_names_field_value_and_fix(path, value, expected):

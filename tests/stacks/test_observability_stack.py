@@ -1,10 +1,12 @@
-"""The benchmark dashboard reads exactly the metrics bench/cloudwatch.py writes."""
+"""The benchmark dashboard reads exactly the metrics bench/cloudwatch.py writes; the alarms watch this
+cluster's nodes and every serving Service by the names the charts give them."""
 
 from __future__ import annotations
 
 import json
 
 from bench.prompts import DEFAULT_SUITE
+from charts.serving_chart import render_groups
 
 
 def _body(synth) -> dict:
@@ -41,3 +43,37 @@ def test_every_test_case_has_itl_for_each_variant_and_a_speedup(synth):
 def test_dashboard_shows_neuroncore_utilization_of_this_cluster(synth):
     expressions = [m[0]["expression"] for m in _metrics(_body(synth)) if isinstance(m[0], dict)]
     assert any("node_neuroncore_utilization" in e and synth.config.cluster_name in e for e in expressions)
+
+
+def _alarms(synth) -> dict[str, dict]:
+    return {
+        a["Properties"]["AlarmName"]: a["Properties"]
+        for a in synth.resources("Observability", "AWS::CloudWatch::Alarm").values()
+    }
+
+
+def test_alarms_watch_this_clusters_nodes_and_every_serving_service(synth):
+    config = synth.config
+    serving_objects = [o for group in render_groups(config, "bucket").values() for o in group]
+    alarms = _alarms(synth)
+    nodes = alarms[f"{config.name}-failed-nodes"]
+    assert (nodes["Namespace"], nodes["MetricName"]) == ("ContainerInsights", "cluster_failed_node_count")
+    assert nodes["Dimensions"] == [{"Name": "ClusterName", "Value": config.cluster_name}]
+    services = {o["metadata"]["name"] for o in serving_objects if o["kind"] == "Service"}
+    watched = set()
+    for profile in config.profiles:
+        alarm = alarms[f"{config.name}-{profile.name}-not-serving"]
+        dims = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+        assert dims == {"Service": profile.name, "Namespace": config.namespace, "ClusterName": config.cluster_name}
+        assert alarm["MetricName"] == "service_number_of_running_pods" and alarm["TreatMissingData"] == "breaching"
+        watched.add(dims["Service"])
+    assert watched == services
+    assert all("AlarmActions" not in a for a in alarms.values())  # no topic configured: state only
+
+
+def test_alarms_notify_the_configured_topic_on_alarm_and_recovery(variant_synth):
+    topic = variant_synth.config.observability.alarm_topic_arn
+    alarms = _alarms(variant_synth)
+    assert len(alarms) == 1 + len(variant_synth.config.profiles)
+    for alarm in alarms.values():
+        assert alarm["AlarmActions"] == [topic] and alarm["OKActions"] == [topic]

@@ -7,7 +7,7 @@ import pytest
 from tests.conftest import normalise_template
 
 
-@pytest.mark.parametrize("stack", ["Models", "Cluster", "Workloads"])
+@pytest.mark.parametrize("stack", ["Models", "Cluster", "Workloads", "Observability"])
 def test_template_matches_snapshot(synth, stack, snapshot):
     template = normalise_template(synth.template(stack))
     for resource in template["Resources"].values():

@@ -1,0 +1,86 @@
+"""Alarms on the serving side, from the Container Insights metrics the CloudWatch observability add-on publishes.
+
+Metric names and dimensions: "Amazon EKS and Kubernetes Container Insights metrics" (CloudWatch User Guide):
+cluster_failed_node_count (ClusterName) and service_number_of_running_pods (Service, Namespace, ClusterName).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+CONTAINER_INSIGHTS = "ContainerInsights"
+FAILED_NODES = "cluster_failed_node_count"
+RUNNING_PODS = "service_number_of_running_pods"
+
+
+class ServingAlarms(Construct):
+    """A node with a failing condition (5 minutes), and, per serving profile, no running pod behind its Service
+    (15 minutes; no data counts as none running, since a Service without pods reports nothing)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        prefix: str,
+        cluster_name: str,
+        namespace: str,
+        services: list[str],
+        topic_arn: str | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.alarms: list[cw.Alarm] = [
+            cw.Alarm(
+                self,
+                "FailedNodes",
+                alarm_name=f"{prefix}-failed-nodes",
+                alarm_description=(
+                    f"A node of {cluster_name} has had a failing condition for 5 minutes (kubectl get nodes; "
+                    "kubectl describe node NAME). On the Trainium2 node this stops both services."
+                ),
+                metric=cw.Metric(
+                    namespace=CONTAINER_INSIGHTS,
+                    metric_name=FAILED_NODES,
+                    dimensions_map={"ClusterName": cluster_name},
+                    statistic="Maximum",
+                    period=Duration.minutes(1),
+                ),
+                comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                threshold=0,
+                evaluation_periods=5,
+                treat_missing_data=cw.TreatMissingData.MISSING,
+            )
+        ]
+        for service in services:
+            self.alarms.append(
+                cw.Alarm(
+                    self,
+                    f"NoRunningPod-{service}",
+                    alarm_name=f"{prefix}-{service}-not-serving",
+                    alarm_description=(
+                        f"No running pod behind Service {namespace}/{service} for 15 minutes. Expected while "
+                        f"`make build PROFILE={service}` runs or before its artifact exists; otherwise see "
+                        f"kubectl -n {namespace} describe pods -l app.kubernetes.io/instance={service}."
+                    ),
+                    metric=cw.Metric(
+                        namespace=CONTAINER_INSIGHTS,
+                        metric_name=RUNNING_PODS,
+                        dimensions_map={"Service": service, "Namespace": namespace, "ClusterName": cluster_name},
+                        statistic="Minimum",
+                        period=Duration.minutes(5),
+                    ),
+                    comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                    threshold=1,
+                    evaluation_periods=3,
+                    treat_missing_data=cw.TreatMissingData.BREACHING,
+                )
+            )
+        if topic_arn:
+            action = cw_actions.SnsAction(sns.Topic.from_topic_arn(self, "Topic", topic_arn))
+            for alarm in self.alarms:
+                alarm.add_alarm_action(action)
+                alarm.add_ok_action(action)
