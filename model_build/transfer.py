@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import heapq
 import io
+import itertools
 import math
 import os
 import threading
@@ -44,6 +46,11 @@ SHA256_META = "sha256"  # user metadata key: x-amz-meta-sha256
 PART_CHECKSUM = "CRC32"  # S3 checksum of each multipart part (see the module docstring)
 _PART_FIELD = "ChecksumCRC32"
 _READ_CHUNK = 8 * MIB
+# Which ready task runs first. Big files (hashed, then their parts) go before new small files, which fill
+# the slots left over: each multipart completion then overlaps other uploads instead of all of them
+# piling up at the end, and the publish ends on short requests. In benchmarks/publish_bench.py this took
+# the median of 9 runs from parity with `aws s3 sync` (10.0 s vs 10.1 s, first in first out) to 9.9 s vs 10.3 s.
+_PRIORITY = {"start": 0, "complete": 0, "head": 0, "hash": 1, "part": 1, "object": 2, "put": 2}
 _MAX_RESTARTS = 2
 
 
@@ -190,6 +197,9 @@ class _Multipart:
     def part_range(self, number: int) -> tuple[int, int]:
         offset = (number - 1) * self.part_size
         return offset, min(self.part_size, self.file.size - offset)
+
+
+_TaskInfo = tuple[str, str, LocalFile | None, _Multipart | None]  # kind, path, file, multipart upload
 
 
 class _Stopped(Exception):
@@ -393,14 +403,23 @@ class S3Store:
         )
         stop = threading.Event()
         pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="s3-upload")
-        pending: dict[Future[Any], tuple[str, str, LocalFile | None, _Multipart | None]] = {}
+        pending: dict[Future[Any], _TaskInfo] = {}
         restarts: dict[str, int] = {}
         results: dict[str, LocalFile] = {}
         etags: dict[str, str] = {}
         hashing = 0
 
+        ready: list[tuple[int, int, _TaskInfo, Callable[..., Any], tuple[Any, ...]]] = []  # a heap
+        order = itertools.count()
+
         def submit(kind: str, path: str, f: LocalFile | None, mpu: _Multipart | None, fn: Any, *args: Any) -> None:
-            pending[pool.submit(fn, *args)] = (kind, path, f, mpu)
+            heapq.heappush(ready, (_PRIORITY[kind], next(order), (kind, path, f, mpu), fn, args))
+
+        def pump() -> None:
+            """Keep `concurrency` tasks running, the most urgent first (see _PRIORITY)."""
+            while ready and len(pending) < self.settings.concurrency:
+                _, _, info, fn, args = heapq.heappop(ready)
+                pending[pool.submit(fn, *args)] = info
 
         def start(f: LocalFile, *, resume: bool = True) -> None:
             progress.add_total(f.size)
@@ -430,6 +449,7 @@ class S3Store:
             feed_hashers()
             for rel in put_now:
                 submit("put", rel, None, None, self._hash_and_put, prefix, root, rel, stats, progress, stop, check)
+            pump()
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
@@ -474,6 +494,7 @@ class S3Store:
                     else:  # "object" or "complete"
                         etags[path] = result
                         stats.add(objects_uploaded=1)
+                pump()
         except BaseException:
             stop.set()
             for fut in pending:
