@@ -46,7 +46,11 @@ def add_stacks(app: App, config: DeploymentConfig) -> Stacks:
         description="trn-specdec vLLM services (baseline and speculative) and their IAM roles",
     )
     observability = ObservabilityStack(
-        app, f"{prefix}-Observability", config=config, env=env, description="trn-specdec benchmark dashboard and serving alarms"
+        app,
+        f"{prefix}-Observability",
+        config=config,
+        env=env,
+        description="trn-specdec benchmark dashboard and serving alarms",
     )
     stacks = Stacks(models=models, cluster=cluster, workloads=workloads, observability=observability)
     for stack in stacks.all():
