@@ -13,12 +13,11 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.code_bundle import (
-    ARCHIVE_PATH,
     CONFIG_PATH,
-    UNPACKED_PATH,
     CodeArchive,
-    ConfigFile,
-    archive_volume,
+    job_code_env,
+    job_code_mounts,
+    job_code_volumes,
     lock_pins,
     python_files,
     unpack_command,
@@ -127,24 +126,20 @@ class BenchmarkJob(Construct):
                                     bench_script(config, bucket_name, run_id, extra_args or []),
                                 ],
                                 env=[
-                                    k8s.EnvVar(name="PYTHONPATH", value=UNPACKED_PATH),
-                                    k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
-                                    k8s.EnvVar(name="AWS_REGION", value=config.region),
+                                    *job_code_env(config.region),
                                 ],
                                 resources=k8s.ResourceRequirements(
                                     requests={"cpu": k8s.Quantity.from_string("1"), "memory": gi(2)},
                                     limits={"cpu": k8s.Quantity.from_string("2"), "memory": gi(2)},
                                 ),
                                 volume_mounts=[
-                                    k8s.VolumeMount(name="code", mount_path=ARCHIVE_PATH, read_only=True),
-                                    k8s.VolumeMount(name="config", mount_path=CONFIG_PATH, read_only=True),
+                                    *job_code_mounts(),
                                     k8s.VolumeMount(name="results", mount_path=RESULTS_PATH),
                                 ],
                             )
                         ],
                         volumes=[
-                            archive_volume(BENCH_CODE_CONFIG_MAP),
-                            ConfigFile.volume(),
+                            *job_code_volumes(BENCH_CODE_CONFIG_MAP),
                             k8s.Volume(name="results", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(1))),
                         ],
                     ),

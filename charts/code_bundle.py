@@ -101,6 +101,28 @@ def archive_volume(config_map: str, volume_name: str = "code") -> k8s.Volume:
     return k8s.Volume(name=volume_name, config_map=k8s.ConfigMapVolumeSource(name=config_map))
 
 
+def job_code_env(region: str) -> list[k8s.EnvVar]:
+    """Env of a Job that runs shipped code: the unpacked archive on PYTHONPATH, unbuffered logs, the region."""
+    return [
+        k8s.EnvVar(name="PYTHONPATH", value=UNPACKED_PATH),
+        k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
+        k8s.EnvVar(name="AWS_REGION", value=region),
+    ]
+
+
+def job_code_mounts() -> list[k8s.VolumeMount]:
+    """The code archive and config.yaml, read-only, where unpack_command() and --config expect them."""
+    return [
+        k8s.VolumeMount(name="code", mount_path=ARCHIVE_PATH, read_only=True),
+        k8s.VolumeMount(name="config", mount_path=CONFIG_PATH, read_only=True),
+    ]
+
+
+def job_code_volumes(config_map: str) -> list[k8s.Volume]:
+    """The volumes behind job_code_mounts(): the CodeArchive ConfigMap `config_map` and the config file."""
+    return [archive_volume(config_map), ConfigFile.volume()]
+
+
 def unpack_command() -> str:
     """First line of a job script that ships a CodeArchive (tar exists in every image we use)."""
     return f"mkdir -p {UNPACKED_PATH} && tar -xzf {ARCHIVE_PATH}/{ARCHIVE_KEY} -C {UNPACKED_PATH}"

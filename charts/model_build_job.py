@@ -10,13 +10,12 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.code_bundle import (
-    ARCHIVE_PATH,
     CONFIG_PATH,
-    UNPACKED_PATH,
     CodeArchive,
-    ConfigFile,
-    archive_volume,
     install_if_missing,
+    job_code_env,
+    job_code_mounts,
+    job_code_volumes,
     python_files,
     unpack_command,
 )
@@ -140,9 +139,7 @@ class ModelBuildJob(Construct):
                                 image=profile.image.uri,
                                 command=["/bin/bash", "-c", build_script(config, profile, bucket_name)],
                                 env=[
-                                    k8s.EnvVar(name="PYTHONPATH", value=UNPACKED_PATH),
-                                    k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
-                                    k8s.EnvVar(name="AWS_REGION", value=config.region),
+                                    *job_code_env(config.region),
                                     k8s.EnvVar(name="NEURON_RT_VIRTUAL_CORE_SIZE", value=lnc),
                                     k8s.EnvVar(name="NEURON_LOGICAL_NC_CONFIG", value=lnc),
                                     k8s.EnvVar(name="BASE_COMPILE_WORK_DIR", value=f"{SCRATCH_PATH}/nxd_model"),
@@ -151,8 +148,7 @@ class ModelBuildJob(Construct):
                                 volume_mounts=[
                                     k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=True),
                                     k8s.VolumeMount(name="scratch", mount_path=SCRATCH_PATH),
-                                    k8s.VolumeMount(name="code", mount_path=ARCHIVE_PATH, read_only=True),
-                                    k8s.VolumeMount(name="config", mount_path=CONFIG_PATH, read_only=True),
+                                    *job_code_mounts(),
                                 ],
                             )
                         ],
@@ -164,8 +160,7 @@ class ModelBuildJob(Construct):
                                 ),
                             ),
                             k8s.Volume(name="scratch", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(SCRATCH_GIB))),
-                            archive_volume(BUILD_CODE_CONFIG_MAP),
-                            ConfigFile.volume(),
+                            *job_code_volumes(BUILD_CODE_CONFIG_MAP),
                         ],
                     ),
                 ),

@@ -15,12 +15,11 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.code_bundle import (
-    ARCHIVE_PATH,
     CONFIG_PATH,
-    UNPACKED_PATH,
-    ConfigFile,
-    archive_volume,
     install_if_missing,
+    job_code_env,
+    job_code_mounts,
+    job_code_volumes,
     unpack_command,
 )
 from charts.model_build_job import BUILD_CODE_CONFIG_MAP
@@ -87,9 +86,7 @@ class StageCheckpointsJob(Construct):
                                 image=config.profiles[0].image.uri,
                                 command=["/bin/bash", "-c", stage_script(keys, bucket_name)],
                                 env=[
-                                    k8s.EnvVar(name="PYTHONPATH", value=UNPACKED_PATH),
-                                    k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
-                                    k8s.EnvVar(name="AWS_REGION", value=config.region),
+                                    *job_code_env(config.region),
                                     k8s.EnvVar(name="HF_HOME", value=f"{SCRATCH_PATH}/hf-home"),
                                     k8s.EnvVar(
                                         name="HF_TOKEN",
@@ -103,8 +100,7 @@ class StageCheckpointsJob(Construct):
                                 resources=k8s.ResourceRequirements(requests=fixed, limits=fixed),
                                 volume_mounts=[
                                     k8s.VolumeMount(name="scratch", mount_path=SCRATCH_PATH),
-                                    k8s.VolumeMount(name="code", mount_path=ARCHIVE_PATH, read_only=True),
-                                    k8s.VolumeMount(name="config", mount_path=CONFIG_PATH, read_only=True),
+                                    *job_code_mounts(),
                                 ],
                             )
                         ],
@@ -113,8 +109,7 @@ class StageCheckpointsJob(Construct):
                                 name="scratch",
                                 empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(STAGE_SCRATCH_GIB)),
                             ),
-                            archive_volume(BUILD_CODE_CONFIG_MAP),
-                            ConfigFile.volume(),
+                            *job_code_volumes(BUILD_CODE_CONFIG_MAP),
                         ],
                     ),
                 ),
