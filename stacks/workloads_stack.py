@@ -96,13 +96,7 @@ class WorkloadsStack(Stack):
         artifact = artifact_prefix(profile_digest(config, profile))
         reads = checkpoint_prefixes(config, profile_models(profile))
         _grant_reads(role, bucket, reads)
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
-                resources=[bucket.arn_for_objects(f"{artifact}*")],
-            )
-        )
-        _grant_resume(role, bucket)
+        _grant_uploads(role, bucket, [artifact])
         acknowledge(
             role,
             "IAM5",
@@ -124,13 +118,7 @@ class WorkloadsStack(Stack):
         )
         prefixes = checkpoint_prefixes(config, models_in_use(config))
         role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
-                resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes],
-            )
-        )
-        _grant_resume(role, bucket)
+        _grant_uploads(role, bucket, prefixes)
         acknowledge(
             role,
             "IAM5",
@@ -192,7 +180,14 @@ def _grant_reads(role: iam.Role, bucket: s3.IBucket, prefixes: list[str]) -> Non
     )
 
 
-def _grant_resume(role: iam.Role, bucket: s3.IBucket) -> None:
-    """ListMultipartUploads, which an uploader needs to find and resume its interrupted uploads. It is a
-    bucket-level action (it shows in-progress keys and upload ids, never content)."""
+def _grant_uploads(role: iam.Role, bucket: s3.IBucket, prefixes: list[str]) -> None:
+    """What model_build's uploader needs under `prefixes`: HeadObject/GetObject, PutObject and the multipart
+    calls, plus ListMultipartUploads to find and resume interrupted uploads. That one is bucket-level (it shows
+    in-progress keys and upload ids, never content)."""
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+            resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes],
+        )
+    )
     role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucketMultipartUploads"], resources=[bucket.bucket_arn]))
