@@ -13,7 +13,7 @@ import cdk8s
 
 from charts.kubectl import aws_account, follow_job, kubectl, run_or_print, start_job
 from charts.model_build_job import ModelBuildJob
-from charts.stage import run_stage
+from charts.stage import stage_models
 from config import ConfigError, DeploymentConfig, ServingProfile, load_config
 from model_build.checkpoints import profile_models
 
@@ -37,13 +37,12 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
     """Stage the profile's checkpoints if needed, apply the Job and wait for it; 0 only when the artifact is
     published. Serving reads the checkpoints too (config, tokenizer), so they are staged even if the artifact
     already exists."""
-
     config = load_config(config_path)
     profile = profile_of(config, profile_name)
-    staged = run_stage(config_path, profile_models(profile), poll_s=poll_s)
+    account = aws_account(config)
+    staged = stage_models(config, account, profile_models(profile), poll_s=poll_s)
     if staged != 0:
         return staged
-    account = aws_account(config)
     bucket = config.models_bucket_name(account)
     cli = [sys.executable, "-m", "model_build", *(["--config", config_path] if config_path else [])]
     if subprocess.run([*cli, "--bucket", bucket, "verify", profile_name]).returncode == 0:

@@ -43,10 +43,12 @@ def unstaged(config: DeploymentConfig, keys: list[str], bucket: str) -> list[str
 
 def run_stage(config_path: str | None, requested: list[str] | None = None, poll_s: float = 20.0) -> int:
     """Run the staging Job for the models not staged yet and wait for it; 0 once all are staged."""
-
     config = load_config(config_path)
-    keys = select_models(config, requested)
-    account = aws_account(config)
+    return stage_models(config, aws_account(config), select_models(config, requested), poll_s=poll_s)
+
+
+def stage_models(config: DeploymentConfig, account: str, keys: list[str], *, poll_s: float = 20.0) -> int:
+    """Stage those of `keys` that have no checkpoint manifest yet with one Job, and wait for it."""
     missing = unstaged(config, keys, config.models_bucket_name(account))
     if not missing:
         print(f"checkpoints of {', '.join(keys)} are staged; nothing to download")
