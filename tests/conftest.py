@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "16,18,20")
 
 
+MOTO_ACCOUNT = "123456789012"  # what moto's STS GetCallerIdentity answers
+
+
 def default_config_dict() -> dict[str, Any]:
     return yaml.safe_load(DEFAULT_CONFIG.read_text())
 

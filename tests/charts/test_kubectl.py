@@ -19,8 +19,7 @@ from config import load_config
 from model_build.digest import checkpoint_prefix
 from model_build.errors import BuildError
 from model_build.manifest import MANIFEST_NAME
-
-MOTO_ACCOUNT = "123456789012"  # what moto's STS GetCallerIdentity answers
+from tests.conftest import MOTO_ACCOUNT
 
 FAKE_KUBECTL = """#!{python}
 import json, os, sys

@@ -17,9 +17,9 @@ from model_build.compile import write_build_record
 from model_build.manifest import BuildRecord
 from model_build.plan import BuildPlan, build_plan
 from model_build.transfer import MIB, S3Store, TransferSettings
+from tests.conftest import MOTO_ACCOUNT
 
 FIXTURES = Path(__file__).parent / "fixtures"
-MOTO_ACCOUNT = "123456789012"  # what moto's STS GetCallerIdentity answers
 # 5 MiB parts (S3's minimum) so a 12 MiB file is a 3-part multipart upload; a log line never fires in tests.
 SMALL = TransferSettings(part_size=5 * MIB, concurrency=4, progress_interval=3600)
 
