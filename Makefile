@@ -52,32 +52,32 @@ deploy: setup
 
 # Stage the pinned Hugging Face checkpoints into the bucket with an in-cluster Job (skips staged models)
 stage: setup
-	$(BIN)/python -m charts.stage --apply --config $(CONFIG)
+	$(BIN)/python -m ops.stage_checkpoints --apply --config $(CONFIG)
 
 # Compile and publish one profile's artifact on the cluster (stages its checkpoints first if needed):
 # make build PROFILE=speculative
 build: setup
 	@test -n "$(PROFILE)" || { echo "usage: make build PROFILE=<a profile name from $(CONFIG)>"; exit 2; }
-	$(BIN)/python -m charts.build $(PROFILE) --apply --config $(CONFIG)
+	$(BIN)/python -m ops.build_artifact $(PROFILE) --apply --config $(CONFIG)
 
 # Benchmark every service side by side in the cluster: make bench [BENCH_ARGS="--requests 16"]
 bench: setup
-	$(BIN)/python -m charts.bench --apply --config $(CONFIG) -- $(BENCH_ARGS)
+	$(BIN)/python -m ops.run_benchmark --apply --config $(CONFIG) -- $(BENCH_ARGS)
 
 # From a deployed stack to the A/B report: stage, build every profile, benchmark
 ab: setup
-	$(BIN)/python -m charts.stage --apply --config $(CONFIG)
+	$(BIN)/python -m ops.stage_checkpoints --apply --config $(CONFIG)
 	for profile in $$($(BIN)/python -c 'import sys; from config import load_config; print(*(p.name for p in load_config(sys.argv[1]).profiles))' $(CONFIG)); do \
-		$(BIN)/python -m charts.build $$profile --apply --config $(CONFIG) || exit 1; \
+		$(BIN)/python -m ops.build_artifact $$profile --apply --config $(CONFIG) || exit 1; \
 	done
-	$(BIN)/python -m charts.bench --apply --config $(CONFIG) -- $(BENCH_ARGS)
+	$(BIN)/python -m ops.run_benchmark --apply --config $(CONFIG) -- $(BENCH_ARGS)
 
 destroy: setup
 	$(CDK) destroy --all --force $(CDK_FLAGS)
-	$(BIN)/python -m stacks.sweep --config $(CONFIG)
+	$(BIN)/python -m ops.sweep --config $(CONFIG)
 
 sweep-dry-run: setup
-	$(BIN)/python -m stacks.sweep --config $(CONFIG) --dry-run
+	$(BIN)/python -m ops.sweep --config $(CONFIG) --dry-run
 
 clean:
 	rm -rf cdk.out dist .pytest_cache

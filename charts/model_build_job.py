@@ -1,6 +1,6 @@
 """The compile-and-publish Job for one serving profile, on a Trainium2 node, in the serving image.
 
-`make build PROFILE=...` renders it with `python -m charts.build`, frees the profile's devices by scaling
+`make build PROFILE=...` renders it with `python -m ops.build_artifact`, frees the profile's devices by scaling
 its Deployment to zero, applies the Job, follows its log and scales the Deployment back.
 """
 

@@ -1,6 +1,6 @@
 """The Job that stages Hugging Face checkpoints into the bucket from inside the cluster.
 
-`make stage` (and `make build`, for the models its profile needs) renders it with `python -m charts.stage`.
+`make stage` (and `make build`, for the models its profile needs) renders it with `python -m ops.stage_checkpoints`.
 It runs where the download is fast and nothing is copied twice: on the Trainium2 node, which is up anyway,
 has a 1 TiB root volume and already holds the serving image (which ships huggingface_hub). It claims no
 devices, so it runs next to the services. Its Pod Identity role can write only the checkpoint prefixes of

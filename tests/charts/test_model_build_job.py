@@ -5,9 +5,9 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from charts.build import render_build_job
 from charts.model_build_job import build_claim_template, build_job_name, build_script
 from model_build.digest import profile_digest
+from ops.build_artifact import render_build_job
 from tests.charts.conftest import of_kind
 
 

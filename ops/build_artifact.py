@@ -1,6 +1,6 @@
 """Render the model-build Job of one profile as YAML on stdout (used by `make build PROFILE=...`).
 
-python -m charts.build PROFILE --account ACCOUNT_ID [--config config/default.yaml]
+python -m ops.build_artifact PROFILE --account ACCOUNT_ID [--config config/default.yaml]
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import sys
 
 import cdk8s
 
-from charts.kubectl import aws_account, follow_job, kubectl, run_or_print, start_job
 from charts.model_build_job import ModelBuildJob
-from charts.stage import stage_models
 from config import ConfigError, DeploymentConfig, ServingProfile, load_config
 from model_build.checkpoints import profile_models
+from ops.kubectl import aws_account, follow_job, kubectl, run_or_print, start_job
+from ops.stage_checkpoints import stage_models
 
 
 def profile_of(config: DeploymentConfig, name: str) -> ServingProfile:
@@ -73,7 +73,7 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m charts.build", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ops.build_artifact", description=__doc__.split("\n\n")[0])
     parser.add_argument("profile")
     parser.add_argument("--config", default=None)
     mode = parser.add_mutually_exclusive_group(required=True)

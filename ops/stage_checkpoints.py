@@ -1,7 +1,7 @@
 """Stage the configured models' checkpoints into the bucket with an in-cluster Job (`make stage`).
 
-python -m charts.stage --apply [--model KEY ...] [--config config/default.yaml]
-python -m charts.stage --account ACCOUNT_ID [--model KEY ...]     # print the Job YAML instead
+python -m ops.stage_checkpoints --apply [--model KEY ...] [--config config/default.yaml]
+python -m ops.stage_checkpoints --account ACCOUNT_ID [--model KEY ...]     # print the Job YAML instead
 
 Models whose checkpoint manifest is already in the bucket are left alone; if none is missing, no Job runs.
 """
@@ -13,12 +13,12 @@ import sys
 
 import cdk8s
 
-from charts.kubectl import aws_account, follow_job, run_or_print, start_job
 from charts.stage_job import HF_TOKEN_SECRET, StageCheckpointsJob
 from config import DeploymentConfig, load_config
 from model_build.checkpoints import select_models
 from model_build.digest import checkpoint_prefix
 from model_build.manifest import MANIFEST_NAME
+from ops.kubectl import aws_account, follow_job, run_or_print, start_job
 
 
 def render_stage_job(config: DeploymentConfig, keys: list[str], account: str) -> list[dict]:
@@ -67,7 +67,7 @@ def stage_models(config: DeploymentConfig, account: str, keys: list[str], *, pol
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m charts.stage", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ops.stage_checkpoints", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=None)
     parser.add_argument(
         "--model", action="append", metavar="KEY", help="a key of models (default: every model a profile uses)"

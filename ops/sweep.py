@@ -6,7 +6,7 @@ deployment's tag or a cluster-ownership tag naming this deployment's cluster; it
 anything else. Log groups that EKS and Container Insights create are listed, not deleted (they carry
 no tag of ours).
 
-    python -m stacks.sweep [--config config/default.yaml] [--dry-run]
+    python -m ops.sweep [--config config/default.yaml] [--dry-run]
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def ownership(config: DeploymentConfig) -> Ownership:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stacks.sweep", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ops.sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=None, help="deployment config file (default: config/default.yaml)")
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
     args = parser.parse_args(argv)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from stacks.sweep import DEPLOYMENT_TAG, Ownership, main, sweep
+from ops.sweep import DEPLOYMENT_TAG, Ownership, main, sweep
 
 OWNER = Ownership(deployment="trn-specdec", cluster_name="trn-specdec-eks")
 

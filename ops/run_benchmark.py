@@ -1,7 +1,7 @@
 """Render, or run against the deployed cluster, the side-by-side benchmark Job.
 
-    python -m charts.bench --account ACCOUNT_ID [--config ...] [-- BENCH RUN ARGS]   # print the Job YAML
-    python -m charts.bench --apply [--config ...] [-- BENCH RUN ARGS]                # what `make bench` runs
+    python -m ops.run_benchmark --account ACCOUNT_ID [--config ...] [-- BENCH RUN ARGS]   # print the Job YAML
+    python -m ops.run_benchmark --apply [--config ...] [-- BENCH RUN ARGS]                # what `make bench` runs
 
 With --apply: apply the Job, stream its log, wait, then download the results file from
 s3://<bucket>/results/ into bench-results/ and write the Markdown report and plots next to it.
@@ -19,10 +19,10 @@ from pathlib import Path
 import cdk8s
 
 from charts.bench_job import BenchmarkJob
-from charts.kubectl import apply, aws_account, follow_job, run_or_print
 from config import DeploymentConfig, load_config
 from model_build.digest import results_key
 from model_build.errors import BuildError
+from ops.kubectl import apply, aws_account, follow_job, run_or_print
 
 
 def render_bench_job(config: DeploymentConfig, account: str, run_id: str, extra_args: list[str]) -> list[dict]:
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1 :]
-    parser = argparse.ArgumentParser(prog="python -m charts.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ops.run_benchmark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=None)
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--account", help="print the Job YAML for the bucket of this AWS account id")

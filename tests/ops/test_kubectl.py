@@ -11,14 +11,14 @@ import sys
 
 import pytest
 
-from charts.build import run_build
-from charts.kubectl import follow_job, start_job
-from charts.stage import main as stage_main
-from charts.stage import run_stage
 from config import load_config
 from model_build.digest import checkpoint_prefix
 from model_build.errors import BuildError
 from model_build.manifest import MANIFEST_NAME
+from ops.build_artifact import run_build
+from ops.kubectl import follow_job, start_job
+from ops.stage_checkpoints import main as stage_main
+from ops.stage_checkpoints import run_stage
 from tests.conftest import MOTO_ACCOUNT
 
 FAKE_KUBECTL = """#!{python}
