@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 
+import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
@@ -146,3 +147,17 @@ class BenchmarkJob(Construct):
                 ),
             ),
         )
+
+
+def render_bench_job(config: DeploymentConfig, account: str, run_id: str, extra_args: list[str]) -> list[dict]:
+    app = cdk8s.App()
+    chart = cdk8s.Chart(app, "bench", namespace=config.namespace, disable_resource_name_hashes=True)
+    BenchmarkJob(
+        chart,
+        "job",
+        config=config,
+        bucket_name=config.models_bucket_name(account),
+        run_id=run_id,
+        extra_args=extra_args,
+    )
+    return chart.to_json()

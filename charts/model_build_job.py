@@ -6,6 +6,7 @@ its Deployment to zero, applies the Job, follows its log and scales the Deployme
 
 from __future__ import annotations
 
+import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
@@ -21,7 +22,7 @@ from charts.code_bundle import (
 )
 from charts.models_volume import MOUNT_PATH, ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
-from config.schema import DeploymentConfig, ServingProfile
+from config.schema import ConfigError, DeploymentConfig, ServingProfile
 from model_build.digest import profile_digest
 
 BUILD_CODE_CONFIG_MAP = "trn-specdec-build-code"
@@ -166,3 +167,18 @@ class ModelBuildJob(Construct):
                 ),
             ),
         )
+
+
+def profile_of(config: DeploymentConfig, name: str) -> ServingProfile:
+    try:
+        return config.profile(name)
+    except KeyError as err:
+        raise ConfigError([str(err.args[0])]) from None
+
+
+def render_build_job(config: DeploymentConfig, profile_name: str, account: str) -> list[dict]:
+    profile = profile_of(config, profile_name)
+    app = cdk8s.App()
+    chart = cdk8s.Chart(app, "build", namespace=config.namespace, disable_resource_name_hashes=True)
+    ModelBuildJob(chart, "job", config=config, profile=profile, bucket_name=config.models_bucket_name(account))
+    return chart.to_json()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
+import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
@@ -115,3 +116,10 @@ class StageCheckpointsJob(Construct):
                 ),
             ),
         )
+
+
+def render_stage_job(config: DeploymentConfig, keys: list[str], account: str) -> list[dict]:
+    app = cdk8s.App()
+    chart = cdk8s.Chart(app, "stage", namespace=config.namespace, disable_resource_name_hashes=True)
+    StageCheckpointsJob(chart, "job", config=config, keys=keys, bucket_name=config.models_bucket_name(account))
+    return chart.to_json()

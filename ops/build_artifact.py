@@ -9,28 +9,11 @@ import argparse
 import subprocess
 import sys
 
-import cdk8s
-
-from charts.model_build_job import ModelBuildJob
-from config import ConfigError, DeploymentConfig, ServingProfile, load_config
+from charts.model_build_job import profile_of, render_build_job
+from config import load_config
 from model_build.checkpoints import profile_models
 from ops.kubectl import aws_account, follow_job, kubectl, run_or_print, start_job
 from ops.stage_checkpoints import stage_models
-
-
-def profile_of(config: DeploymentConfig, name: str) -> ServingProfile:
-    try:
-        return config.profile(name)
-    except KeyError as err:
-        raise ConfigError([str(err.args[0])]) from None
-
-
-def render_build_job(config: DeploymentConfig, profile_name: str, account: str) -> list[dict]:
-    profile = profile_of(config, profile_name)
-    app = cdk8s.App()
-    chart = cdk8s.Chart(app, "build", namespace=config.namespace, disable_resource_name_hashes=True)
-    ModelBuildJob(chart, "job", config=config, profile=profile, bucket_name=config.models_bucket_name(account))
-    return chart.to_json()
 
 
 def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) -> int:

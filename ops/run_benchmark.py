@@ -16,27 +16,11 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-import cdk8s
-
-from charts.bench_job import BenchmarkJob
-from config import DeploymentConfig, load_config
+from charts.bench_job import render_bench_job
+from config import load_config
 from model_build.digest import results_key
 from model_build.errors import BuildError
 from ops.kubectl import apply, aws_account, follow_job, run_or_print
-
-
-def render_bench_job(config: DeploymentConfig, account: str, run_id: str, extra_args: list[str]) -> list[dict]:
-    app = cdk8s.App()
-    chart = cdk8s.Chart(app, "bench", namespace=config.namespace, disable_resource_name_hashes=True)
-    BenchmarkJob(
-        chart,
-        "job",
-        config=config,
-        bucket_name=config.models_bucket_name(account),
-        run_id=run_id,
-        extra_args=extra_args,
-    )
-    return chart.to_json()
 
 
 def new_run_id() -> str:

@@ -11,21 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-import cdk8s
-
-from charts.stage_job import HF_TOKEN_SECRET, StageCheckpointsJob
+from charts.stage_job import HF_TOKEN_SECRET, render_stage_job
 from config import DeploymentConfig, load_config
 from model_build.checkpoints import select_models
 from model_build.digest import checkpoint_prefix
 from model_build.manifest import MANIFEST_NAME
 from ops.kubectl import aws_account, follow_job, run_or_print, start_job
-
-
-def render_stage_job(config: DeploymentConfig, keys: list[str], account: str) -> list[dict]:
-    app = cdk8s.App()
-    chart = cdk8s.Chart(app, "stage", namespace=config.namespace, disable_resource_name_hashes=True)
-    StageCheckpointsJob(chart, "job", config=config, keys=keys, bucket_name=config.models_bucket_name(account))
-    return chart.to_json()
 
 
 def unstaged(config: DeploymentConfig, keys: list[str], bucket: str) -> list[str]:

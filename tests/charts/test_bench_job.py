@@ -7,8 +7,7 @@ import shlex
 import kubernetes_validate
 import pytest
 
-from charts.bench_job import bench_script, endpoints, pinned_runtime_packages
-from ops.run_benchmark import render_bench_job
+from charts.bench_job import bench_script, endpoints, pinned_runtime_packages, render_bench_job
 from tests.charts.conftest import of_kind
 
 

@@ -8,10 +8,16 @@ import kubernetes_validate
 import pytest
 
 from charts.neuron_claim import node_share
-from charts.stage_job import STAGE_CPU, STAGE_MEMORY_GIB, STAGE_SERVICE_ACCOUNT, stage_job_name, stage_script
+from charts.stage_job import (
+    STAGE_CPU,
+    STAGE_MEMORY_GIB,
+    STAGE_SERVICE_ACCOUNT,
+    render_stage_job,
+    stage_job_name,
+    stage_script,
+)
 from config import parse_config
 from model_build.cli import build_parser
-from ops.stage_checkpoints import render_stage_job
 from tests.charts.conftest import of_kind
 from tests.conftest import default_config_dict
 

@@ -1,0 +1,40 @@
+"""The layering the code relies on: rendering (charts, stacks) runs nothing and calls no AWS API, and no
+layer below ops/ reaches up into the deploy-time drivers. Imports are read from the source (also the lazy
+ones inside functions), so a module that only imports boto3 on some path is caught too."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RENDERING = ("charts", "stacks")
+BELOW_OPS = ("config", "charts", "stacks", "model_build", "bench")
+RUNS_OR_CALLS_AWS = {"subprocess", "boto3", "botocore"}
+
+
+def imported_roots(path: Path) -> set[str]:
+    roots: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            roots |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def modules(*packages: str) -> list[Path]:
+    return sorted(p for pkg in packages for p in (ROOT / pkg).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", modules(*RENDERING), ids=lambda p: str(p.relative_to(ROOT)))
+def test_rendering_modules_run_no_process_and_call_no_aws(path):
+    found = imported_roots(path) & RUNS_OR_CALLS_AWS
+    assert not found, f"{path.relative_to(ROOT)} imports {sorted(found)}; move what runs at deploy time to ops/"
+
+
+@pytest.mark.parametrize("path", modules(*BELOW_OPS), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_layer_below_ops_imports_ops(path):
+    assert "ops" not in imported_roots(path), f"{path.relative_to(ROOT)} imports ops/, the layer above it"
