@@ -22,17 +22,28 @@ from typing import Any
 from urllib.parse import quote
 
 from bench.results import BenchResults
+from config.metrics import (
+    ACCEPTANCE_RATE,
+    COUNT,
+    E2E,
+    ITL,
+    MEAN_ACCEPTANCE_LENGTH,
+    OUTPUT_THROUGHPUT,
+    PER_SECOND,
+    REQUEST_ERRORS,
+    RUN_THROUGHPUT,
+    TEST_CASE,
+    TPOT,
+    TTFT,
+    VARIANT,
+)
+from config.metrics import MILLISECONDS as MS
 
 MAX_VALUES_PER_DATUM = 150
 MAX_DATUMS_PER_CALL = 1000
 MAX_REQUEST_BYTES = 1_000_000  # 1 MB read as 10^6 bytes, below 2^20 either way
 _REQUEST_OVERHEAD = 200  # Action, Version, Namespace= and framing, on top of the namespace itself
 MAX_AGE = timedelta(days=14)
-
-MS = "Milliseconds"
-# Metric names the dashboard (stacks/constructs/benchmark_dashboard.py) reads.
-TTFT, TPOT, ITL, E2E = "TTFT", "TPOT", "ITL", "E2ELatency"
-RUN_THROUGHPUT = "RunOutputThroughput"
 
 
 @dataclass(frozen=True)
@@ -66,13 +77,13 @@ def series_from_results(results: BenchResults) -> list[Series]:
             _put(m, TTFT, MS, r.ttft_s * 1000 if r.ttft_s is not None else None)
             _put(m, TPOT, MS, r.tpot_s * 1000 if r.tpot_s is not None else None)
             _put(m, E2E, MS, r.e2e_s * 1000 if r.e2e_s is not None else None)
-            _put(m, "OutputTokensPerSecond", "Count/Second", r.output_tok_s)
+            _put(m, OUTPUT_THROUGHPUT, PER_SECOND, r.output_tok_s)
             for value, tokens in zip(*r.itl(), strict=True):
                 _put(m, ITL, MS, value * 1000, tokens)
-        _put(m, RUN_THROUGHPUT, "Count/Second", run.summary.output_tok_s)
-        _put(m, "RequestErrors", "Count", float(run.summary.errors))
-        _put(m, "AcceptanceRate", "None", run.spec_decode.acceptance_rate)
-        _put(m, "MeanAcceptanceLength", "Count", run.spec_decode.mean_acceptance_length)
+        _put(m, RUN_THROUGHPUT, PER_SECOND, run.summary.output_tok_s)
+        _put(m, REQUEST_ERRORS, COUNT, float(run.summary.errors))
+        _put(m, ACCEPTANCE_RATE, "None", run.spec_decode.acceptance_rate)
+        _put(m, MEAN_ACCEPTANCE_LENGTH, COUNT, run.spec_decode.mean_acceptance_length)
         for (name, unit), values in m.items():
             out.append(Series(name, unit, run.variant, run.test_case, run.started_at, values))
     return out
@@ -88,7 +99,7 @@ def build_datums(series: Iterable[Series]) -> list[dict[str, Any]]:
             datums.append(
                 {
                     "MetricName": s.name,
-                    "Dimensions": [{"Name": "Variant", "Value": s.variant}, {"Name": "TestCase", "Value": s.test_case}],
+                    "Dimensions": [{"Name": VARIANT, "Value": s.variant}, {"Name": TEST_CASE, "Value": s.test_case}],
                     "Timestamp": s.timestamp,
                     "Unit": s.unit,
                     "StorageResolution": 1,

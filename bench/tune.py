@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from bench.results import BenchResults
 from bench.spec_metrics import expected_speedup
+from config.speculation import K_RANGE
 
-K_RANGE = range(1, 16)
 DEFAULT_COST_RATIO = 0.05  # draft step / target step; Qwen3-1.7B vs Qwen3-32B is ~1.7/32 by parameters
 
 

@@ -17,6 +17,7 @@ import yaml
 
 from charts import render_serving
 from config import ConfigError, DeploymentConfig, load_config
+from config.exit_codes import EXIT_OK, EXIT_USAGE
 
 ACCOUNT_PLACEHOLDER = "${AWS_ACCOUNT_ID}"
 
@@ -39,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         written = write_dist(load_config(args.config), args.out, source=args.config)
     except ConfigError as err:
         print(err, file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     print("wrote " + ", ".join(str(p) for p in written))
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ from charts.code_bundle import (
     unpack_command,
 )
 from charts.neuron_claim import gi
+from config.bucket_layout import results_key
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
-from model_build.digest import results_key
 
 BENCH_SERVICE_ACCOUNT = "bench"
 BENCH_CODE_CONFIG_MAP = "trn-specdec-bench-code"

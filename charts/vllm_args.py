@@ -10,8 +10,9 @@ import json
 from typing import Any
 
 from charts.models_volume import MOUNT_PATH
+from config.bucket_layout import artifact_prefix, checkpoint_prefix
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
-from model_build.digest import artifact_prefix, checkpoint_prefix, profile_digest
+from model_build.digest import profile_digest
 
 
 def model_dir(config: DeploymentConfig, key: str) -> str:

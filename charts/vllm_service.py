@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
@@ -12,6 +10,7 @@ from charts.models_volume import MOUNT_PATH, ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
 from charts.vllm_args import artifact_dir, vllm_args, vllm_env
 from config.schema import DeploymentConfig, ServingProfile
+from model_build import check_mounted
 from model_build.digest import artifact_inputs, profile_digest
 
 SHM_GIB = 128  # as the reference deployment: NxDI stages tensors through shared memory
@@ -100,15 +99,7 @@ class VllmService(Construct):
                             k8s.Container(
                                 name="verify-artifact",
                                 image=profile.image.uri,
-                                command=[
-                                    "python3",
-                                    "-m",
-                                    "model_build.check_mounted",
-                                    "--dir",
-                                    artifact_dir(config, profile),
-                                    "--expected-json",
-                                    json.dumps(expected, sort_keys=True, separators=(",", ":")),
-                                ],
+                                command=check_mounted.command(artifact_dir(config, profile), expected),
                                 env=[k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH)],
                                 resources=k8s.ResourceRequirements(
                                     requests={"cpu": k8s.Quantity.from_string("500m"), "memory": gi(1)},

@@ -20,6 +20,10 @@ from pydantic import (
     model_validator,
 )
 
+from config.kubernetes import DEFAULT_KUBERNETES_VERSION, DRA_MINIMUM_VERSION, SUPPORTED_KUBERNETES_VERSIONS
+from config.speculation import K_MAX, K_MIN, K_RANGE
+from config.tags import DEPLOYMENT_TAG_KEY, PROJECT_TAG_KEY, PROJECT_TAG_VALUE
+
 # --- catalogues --------------------------------------------------------------------------------
 
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
@@ -54,9 +58,6 @@ NEURON_INSTANCES: dict[str, NeuronInstance] = {
     ),
 }
 
-# Kubernetes versions we can deploy: DRA needs resource.k8s.io/v1 (1.34+), and each needs a kubectl layer
-# package pinned in requirements.lock. EKS 1.34 leaves standard support on 2026-12-02.
-SUPPORTED_KUBERNETES_VERSIONS = ("1.34", "1.35")
 DRA_DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 
 _IMAGE_TAG = re.compile(r"^(?P<vllm>\d+\.\d+\.\d+)-neuronx-py(?P<py>\d+)-sdk(?P<sdk>\d+\.\d+\.\d+)-ubuntu\d+\.\d+$")
@@ -142,7 +143,7 @@ class DraftSpeculation(_Strict):
 
     method: Literal["fused-draft", "eagle"]
     draft: Name = Field(description="Key of the draft in `models`.")
-    num_speculative_tokens: int = Field(description="k, tokens proposed per target step (1..15).")
+    num_speculative_tokens: int = Field(description=f"k, tokens proposed per target step ({K_MIN}..{K_MAX}).")
     draft_max_model_len: int | None = Field(default=None, ge=128, le=131072)
     tokenizers_compatible: bool = Field(
         default=False,
@@ -152,8 +153,8 @@ class DraftSpeculation(_Strict):
     @field_validator("num_speculative_tokens")
     @classmethod
     def _k_range(cls, k: int) -> int:
-        if not 1 <= k <= 15:
-            raise ValueError(f"num_speculative_tokens={k} is outside 1..15; the blog swept 5..15, use 7")
+        if k not in K_RANGE:
+            raise ValueError(f"num_speculative_tokens={k} is outside {K_MIN}..{K_MAX}; the blog swept 5..15, use 7")
         return k
 
 
@@ -286,7 +287,7 @@ class DeploymentConfig(_Strict):
 
     name: Name = Field(default="trn-specdec", description="Prefix of stack, cluster and resource names.")
     region: Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")] = "us-east-2"
-    kubernetes_version: str = "1.35"
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
     admin_principal_arn: Annotated[
         str, StringConstraints(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
     ] = PLACEHOLDER_ADMIN_ARN
@@ -316,10 +317,14 @@ class DeploymentConfig(_Strict):
     @classmethod
     def _k8s_version(cls, version: str) -> str:
         if not re.fullmatch(r"1\.\d{2}", version):
-            raise ValueError(f"kubernetes_version={version!r} is not of the form 1.NN; use 1.35")
-        if tuple(map(int, version.split("."))) < (1, 34):
             raise ValueError(
-                f"kubernetes_version={version} is below 1.34; Neuron DRA needs resource.k8s.io/v1 (1.34+), use 1.35"
+                f"kubernetes_version={version!r} is not of the form 1.NN; use {DEFAULT_KUBERNETES_VERSION}"
+            )
+        if tuple(map(int, version.split("."))) < DRA_MINIMUM_VERSION:
+            floor = ".".join(map(str, DRA_MINIMUM_VERSION))
+            raise ValueError(
+                f"kubernetes_version={version} is below {floor}; Neuron DRA needs resource.k8s.io/v1 ({floor}+), "
+                f"use {DEFAULT_KUBERNETES_VERSION}"
             )
         if version not in SUPPORTED_KUBERNETES_VERSIONS:
             raise ValueError(
@@ -466,7 +471,7 @@ class DeploymentConfig(_Strict):
     @property
     def tags(self) -> dict[str, str]:
         """Tags on every AWS resource; the teardown sweep matches on these."""
-        return {"project": "trn-specdec", "trn-specdec:deployment": self.name}
+        return {PROJECT_TAG_KEY: PROJECT_TAG_VALUE, DEPLOYMENT_TAG_KEY: self.name}
 
     @property
     def trn2_availability_zone(self) -> str:

@@ -19,7 +19,9 @@ from pathlib import Path
 
 from model_build.manifest import MANIFEST_NAME, Manifest, file_problems, mismatches
 
-EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
+# config/exit_codes.py's values, repeated: this script runs alone in the serving image (standard library and
+# model_build.manifest only, shipped as a ConfigMap); tests/model_build/test_check_mounted.py keeps them equal.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _fix(profile: str | None) -> str:
@@ -37,22 +39,36 @@ def check(directory: Path, expected: dict, *, deep: bool = False) -> tuple[int, 
     who = f"profile {profile} (digest {digest})" if profile else f"digest {digest}"
     path = directory / MANIFEST_NAME
     if not path.is_file():
-        return EXIT_MISMATCH, (
+        return EXIT_FAILED, (
             f"FAIL: no {MANIFEST_NAME} in {directory}: the artifact for {who} was never published, or its publish "
             f"has not finished (publish writes the manifest last).\nfix: {_fix(profile)}"
         )
     try:
         manifest = Manifest.from_json(path.read_text())
     except (ValueError, TypeError, KeyError) as err:
-        return EXIT_MISMATCH, f"FAIL: {path} is not a readable manifest ({err}).\nfix: {_fix(profile)}"
+        return EXIT_FAILED, f"FAIL: {path} is not a readable manifest ({err}).\nfix: {_fix(profile)}"
     problems = mismatches(manifest, digest, inputs)
     if not problems:
         problems = file_problems(directory, manifest.files, deep=deep)
     if problems:
         listed = "\n".join(f"  - {p}" for p in problems)
-        return EXIT_MISMATCH, f"FAIL: {directory} does not match {who}:\n{listed}\nfix: {_fix(profile)}"
+        return EXIT_FAILED, f"FAIL: {directory} does not match {who}:\n{listed}\nfix: {_fix(profile)}"
     how = "sizes and sha256 checked" if deep else "sizes checked; --deep also hashes"
     return EXIT_OK, f"OK: {directory} matches {who}: {len(manifest.files)} files, {manifest.total_bytes} bytes ({how})"
+
+
+def command(directory: str, expected: dict) -> list[str]:
+    """The command serving's init container runs (and `model_build plan` shows): this check of `directory`
+    against `expected` ({"digest", "inputs", "profile"}), with the image's own python3."""
+    return [
+        "python3",
+        "-m",
+        "model_build.check_mounted",
+        "--dir",
+        directory,
+        "--expected-json",
+        json.dumps(expected, sort_keys=True, separators=(",", ":")),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

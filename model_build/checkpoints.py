@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from config.bucket_layout import checkpoint_prefix
 from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingProfile
-from model_build.digest import checkpoint_prefix
 from model_build.errors import BuildError
 from model_build.manifest import MANIFEST_NAME, Manifest, ManifestFile
 from model_build.publish import PublishResult, publish_tree, read_manifest

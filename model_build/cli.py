@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import TextIO
 
 from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, load_config
-from model_build.errors import EXIT_MISMATCH, EXIT_OK, EXIT_USAGE, BuildError, build_command
+from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from model_build.aws_account import caller_account
+from model_build.errors import BuildError, build_command
 from model_build.plan import DEFAULT_MODELS_ROOT, BuildPlan, build_plan
 from model_build.progress import DEFAULT_LOG_INTERVAL_S
 from model_build.transfer import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB, S3Store, TransferSettings, make_s3_client
@@ -64,16 +66,10 @@ class Context:
         return self.config.models_bucket_name(self._account())
 
     def _account(self) -> str:
-        import boto3
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            return boto3.client("sts", region_name=self.config.region).get_caller_identity()["Account"]
-        except (BotoCoreError, ClientError) as err:
-            raise BuildError(
-                f"cannot find the AWS account to derive the models bucket name ({err}); configure AWS credentials "
-                f"or pass --bucket {self.config.models_bucket_name('<account>')}"
-            ) from None
+        return caller_account(
+            self.config.region,
+            f"configure AWS credentials or pass --bucket {self.config.models_bucket_name('<account>')}",
+        )
 
     @cached_property
     def store(self) -> S3Store:
@@ -141,7 +137,7 @@ def _verify(ctx: Context, out: TextIO) -> int:
     plan = ctx.plan(bucket=None if offline else ctx.bucket)
     report = verify_artifact(None if offline else ctx.store, plan, deep=ctx.args.deep, manifest_file=manifest_file)
     (out if report.ok else sys.stderr).write(report.render(plan, deep=ctx.args.deep))
-    return EXIT_OK if report.ok else EXIT_MISMATCH
+    return EXIT_OK if report.ok else EXIT_FAILED
 
 
 def build_parser() -> argparse.ArgumentParser:

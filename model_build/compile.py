@@ -23,9 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from config.exit_codes import EXIT_FAILED
 from config.schema import HfModel
 from model_build.digest import ARTIFACT_SCHEMA
-from model_build.errors import EXIT_MISMATCH, BuildError, build_command
+from model_build.errors import BuildError, build_command
 from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, BuildRecord, Manifest, file_problems
 from model_build.plan import BuildPlan
 
@@ -95,13 +96,13 @@ def check_checkpoint(path: str, key: str, model: HfModel, hf_model_type: str, *,
         if manifest.digest != model.revision:
             raise BuildError(
                 f"{root} holds revision {manifest.digest}, the config pins {model.revision}; re-stage: {stage}",
-                EXIT_MISMATCH,
+                EXIT_FAILED,
             )
         problems = file_problems(root, manifest.files)
         if problems:
             raise BuildError(
                 f"checkpoint {root} is incomplete: " + "; ".join(problems[:5]) + f". Re-stage it: {stage}",
-                EXIT_MISMATCH,
+                EXIT_FAILED,
             )
     elif require_manifest:
         raise BuildError(f"checkpoint {root} has no {MANIFEST_NAME}, so its staging never finished; re-run: {stage}")
@@ -169,7 +170,7 @@ def compile_profile(
         raise BuildError(
             f"compile returned but {out} lacks {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}; the "
             "artifact is incomplete and was not recorded. Check the compile log (a host OOM 'Killed' is the usual cause)",
-            EXIT_MISMATCH,
+            EXIT_FAILED,
         )
     record = BuildRecord(
         profile=plan.profile,

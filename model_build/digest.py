@@ -59,18 +59,3 @@ def digest_of(inputs: dict[str, Any]) -> str:
 
 def profile_digest(config: DeploymentConfig, profile: ServingProfile) -> str:
     return digest_of(artifact_inputs(config, profile))
-
-
-def artifact_prefix(digest: str) -> str:
-    return f"artifacts/{digest}/"
-
-
-RESULTS_PREFIX = "results/"  # benchmark results; with artifacts/ and checkpoints/ the whole bucket layout
-
-
-def results_key(run_id: str) -> str:
-    return f"{RESULTS_PREFIX}{run_id}.json"
-
-
-def checkpoint_prefix(hf_id: str, revision: str) -> str:
-    return f"checkpoints/{hf_id}/{revision}/"

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-EXIT_OK = 0
-EXIT_MISMATCH = 1  # the artifact or its inputs disagree with the profile: rebuild or republish
-EXIT_USAGE = 2  # bad arguments, missing tools, credentials or bucket: fix the environment
+from config.exit_codes import EXIT_USAGE
 
 
 class BuildError(Exception):

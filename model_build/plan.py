@@ -15,8 +15,10 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from config.bucket_layout import artifact_prefix, checkpoint_prefix
 from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingProfile
-from model_build.digest import artifact_inputs, artifact_prefix, checkpoint_prefix, digest_of
+from model_build import check_mounted
+from model_build.digest import artifact_inputs, digest_of
 from model_build.errors import BuildError, build_command
 from model_build.manifest import MANIFEST_NAME
 
@@ -123,15 +125,8 @@ class BuildPlan:
         return {"digest": self.digest, "inputs": self.inputs, "profile": self.profile}
 
     def check_mounted_argv(self) -> list[str]:
-        return [
-            "python3",
-            "-m",
-            "model_build.check_mounted",
-            "--dir",
-            f"{self.models_root.rstrip('/')}/{artifact_prefix(self.digest)}".rstrip("/"),
-            "--expected-json",
-            json.dumps(self.expected(), sort_keys=True, separators=(",", ":")),
-        ]
+        directory = f"{self.models_root.rstrip('/')}/{artifact_prefix(self.digest)}".rstrip("/")
+        return check_mounted.command(directory, self.expected())
 
     def commands(self) -> dict[str, str]:
         return {

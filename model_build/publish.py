@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from model_build.digest import artifact_prefix
-from model_build.errors import EXIT_MISMATCH, BuildError, build_command
+from config.bucket_layout import artifact_prefix
+from config.exit_codes import EXIT_FAILED
+from model_build.errors import BuildError, build_command
 from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, BuildRecord, Manifest, ManifestFile, mismatches
 from model_build.plan import BuildPlan
 from model_build.transfer import LocalFile, S3Store, TransferStats, hash_files, list_tree
@@ -61,7 +62,7 @@ def read_manifest(store: S3Store, key: str) -> Manifest | None:
     try:
         return Manifest.from_json(text)
     except (ValueError, TypeError, KeyError) as err:
-        raise BuildError(f"{store.url(key)} is not a readable manifest ({err})", EXIT_MISMATCH) from None
+        raise BuildError(f"{store.url(key)} is not a readable manifest ({err})", EXIT_FAILED) from None
 
 
 def manifest_guard(store: S3Store, key: str, interval: float | None = None) -> Callable[[], None]:
@@ -137,7 +138,7 @@ def publish_tree(
             f"{url} already holds a complete {what} (manifest of {existing.created_at}) that differs from {root}: "
             f"{diffs}. Serving may be reading it, so publish never overwrites it. To replace it on purpose, "
             f"delete it first (aws s3 rm --recursive {url}) and re-run",
-            EXIT_MISMATCH,
+            EXIT_FAILED,
         )
     repaired = store.upload(prefix, files)  # HeadObject on every listed object: sends data only for missing ones
     if repaired.objects_uploaded:
@@ -156,7 +157,7 @@ def _confirm(store: S3Store, prefix: str, manifest: Manifest, url: str) -> None:
             f"{url} has a manifest but its objects disagree with it: "
             + "; ".join(problems[:5])
             + ". Run python -m model_build verify --deep; delete the prefix and publish again if it fails",
-            EXIT_MISMATCH,
+            EXIT_FAILED,
         )
 
 
@@ -181,7 +182,7 @@ def read_build_record(from_dir: Path, plan: BuildPlan) -> BuildRecord:
             f"{from_dir} was compiled for different inputs than profile {plan.profile} needs:\n"
             + "\n".join(f"  - {p}" for p in problems)
             + f"\nRecompile it: {compile_cmd}   (or {build_command(plan.profile)})",
-            EXIT_MISMATCH,
+            EXIT_FAILED,
         )
     return record
 

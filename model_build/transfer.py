@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from model_build.errors import EXIT_MISMATCH, BuildError
+from config.exit_codes import EXIT_FAILED
+from model_build.errors import BuildError
 from model_build.progress import DEFAULT_LOG_INTERVAL_S, Progress
 
 MIB = 1 << 20
@@ -707,7 +708,7 @@ def _read_back(remote: RemoteObject | None, f: LocalFile, url: str) -> None:
         raise BuildError(
             f"{url} reads back as {found} after this run wrote it ({f.size} bytes, sha256 {f.sha256}); another "
             "publisher is writing different content to this prefix. Stop it, then re-run",
-            EXIT_MISMATCH,
+            EXIT_FAILED,
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model_build.digest import artifact_prefix
+from config.bucket_layout import artifact_prefix
 from model_build.errors import BuildError, build_command
 from model_build.manifest import MANIFEST_NAME, Manifest, mismatches
 from model_build.plan import BuildPlan

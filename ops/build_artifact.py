@@ -11,6 +11,7 @@ import sys
 
 from charts.model_build_job import profile_of, render_build_job
 from config import load_config
+from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.checkpoints import profile_models
 from ops.kubectl import aws_account, follow_job, kubectl, run_or_print, start_job
 from ops.stage_checkpoints import stage_models
@@ -30,7 +31,7 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
     cli = [sys.executable, "-m", "model_build", *(["--config", config_path] if config_path else [])]
     if subprocess.run([*cli, "--bucket", bucket, "verify", profile_name]).returncode == 0:
         print(f"{profile_name}: artifact already published and verified; nothing to build")
-        return 0
+        return EXIT_OK
     objects = render_build_job(config, profile_name, account)
     job = objects[0]["metadata"]["name"]
     ns = config.namespace
@@ -50,9 +51,9 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
             "(a 'Killed' line means the host ran out of memory)",
             file=sys.stderr,
         )
-        return 1
+        return EXIT_FAILED
     print(f"{profile_name}: job/{job} succeeded")
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,8 @@ from collections.abc import Callable
 import yaml
 
 from config import ConfigError, DeploymentConfig
+from config.exit_codes import EXIT_OK, EXIT_USAGE
+from model_build.aws_account import caller_account
 from model_build.errors import BuildError
 
 KUBECONFIG_HINT = "point kubectl at the cluster first: aws eks update-kubeconfig --name {cluster} --region {region}"
@@ -35,16 +37,10 @@ def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subproc
 
 def aws_account(config: DeploymentConfig) -> str:
     """The account of the current AWS credentials: it names the models bucket."""
-    import boto3  # lazily: rendering needs no AWS
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    try:
-        return boto3.client("sts", region_name=config.region).get_caller_identity()["Account"]
-    except (BotoCoreError, ClientError) as err:
-        raise BuildError(
-            f"cannot tell which AWS account to use ({err}); configure credentials for the account you deployed "
-            f"to (aws configure, or AWS_PROFILE), then run this again"
-        ) from None
+    return caller_account(
+        config.region,
+        "configure credentials for the account you deployed to (aws configure, or AWS_PROFILE), then run this again",
+    )
 
 
 def apply(namespace: str, objects: list[dict]) -> None:
@@ -99,6 +95,6 @@ def run_or_print(apply_it: bool, run: Callable[[], int], render: Callable[[], li
         objects = render()
     except (ConfigError, BuildError) as err:
         print(err, file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     sys.stdout.write(yaml.safe_dump_all(objects, sort_keys=False))
-    return 0
+    return EXIT_OK

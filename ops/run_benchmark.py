@@ -18,7 +18,8 @@ from pathlib import Path
 
 from charts.bench_job import render_bench_job
 from config import load_config
-from model_build.digest import results_key
+from config.bucket_layout import results_key
+from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError
 from ops.kubectl import apply, aws_account, follow_job, run_or_print
 
@@ -39,7 +40,7 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
     apply(ns, objects)
     if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):
         print(f"job/{job} failed: kubectl -n {ns} logs job/{job}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     local = Path("bench-results") / f"{run_id}.json"
     local.parent.mkdir(exist_ok=True)
     bucket, key = config.models_bucket_name(account), results_key(run_id)
@@ -53,7 +54,7 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
         [sys.executable, "-m", "bench", "report", str(local), "--out", str(local.with_suffix(""))], check=True
     )
     print(f"results: {local}; report: {local.with_suffix('')}/")
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

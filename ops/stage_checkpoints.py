@@ -13,8 +13,9 @@ import sys
 
 from charts.stage_job import HF_TOKEN_SECRET, render_stage_job
 from config import DeploymentConfig, load_config
+from config.bucket_layout import checkpoint_prefix
+from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.checkpoints import select_models
-from model_build.digest import checkpoint_prefix
 from model_build.manifest import MANIFEST_NAME
 from ops.kubectl import aws_account, follow_job, run_or_print, start_job
 
@@ -43,7 +44,7 @@ def stage_models(config: DeploymentConfig, account: str, keys: list[str], *, pol
     missing = unstaged(config, keys, config.models_bucket_name(account))
     if not missing:
         print(f"checkpoints of {', '.join(keys)} are staged; nothing to download")
-        return 0
+        return EXIT_OK
     objects = render_stage_job(config, missing, account)
     job = objects[0]["metadata"]["name"]
     ns = config.namespace
@@ -52,9 +53,9 @@ def stage_models(config: DeploymentConfig, account: str, keys: list[str], *, pol
     start_job(ns, objects)
     if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):
         print(f"job/{job} failed; see `kubectl -n {ns} logs job/{job}`; re-running resumes it", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     print(f"job/{job} succeeded: {', '.join(missing)} staged")
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:

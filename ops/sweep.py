@@ -21,8 +21,8 @@ import boto3
 from botocore.exceptions import ClientError
 
 from config import ConfigError, DeploymentConfig, load_config
-
-DEPLOYMENT_TAG = "trn-specdec:deployment"
+from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from config.tags import DEPLOYMENT_TAG_KEY
 
 
 @dataclass
@@ -41,7 +41,7 @@ class Ownership:
 
     def owns(self, tags: dict[str, str]) -> bool:
         return (
-            tags.get(DEPLOYMENT_TAG) == self.deployment
+            tags.get(DEPLOYMENT_TAG_KEY) == self.deployment
             or f"kubernetes.io/cluster/{self.cluster_name}" in tags
             or tags.get("elbv2.k8s.aws/cluster") == self.cluster_name
             or tags.get("cluster.k8s.amazonaws.com/name") == self.cluster_name
@@ -51,7 +51,7 @@ class Ownership:
     def ec2_filters(self) -> list[list[dict]]:
         """One EC2 filter set per ownership tag (EC2 ANDs filters, so each is queried on its own)."""
         return [
-            [{"Name": f"tag:{DEPLOYMENT_TAG}", "Values": [self.deployment]}],
+            [{"Name": f"tag:{DEPLOYMENT_TAG_KEY}", "Values": [self.deployment]}],
             [{"Name": "tag-key", "Values": [f"kubernetes.io/cluster/{self.cluster_name}"]}],
             [{"Name": "tag:elbv2.k8s.aws/cluster", "Values": [self.cluster_name]}],
             [{"Name": "tag:cluster.k8s.amazonaws.com/name", "Values": [self.cluster_name]}],
@@ -216,13 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
     except ConfigError as err:
         print(err, file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     session = boto3.session.Session(region_name=config.region)
     report = sweep(session, ownership(config), dry_run=args.dry_run)
     for item in report.left_for_you:
         print(f"left for you: {item}")
     print(f"sweep: {len(report.deleted)} deleted, {len(report.failed)} failed, {len(report.left_for_you)} left")
-    return 1 if report.failed else 0
+    return EXIT_FAILED if report.failed else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -14,17 +14,13 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from config.kubernetes import KUBECTL_LAYERS
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
 from stacks.constructs.pod_identity_role import PodIdentityRole
 from stacks.constructs.trn2_node_group import Trn2NodeGroup
 from stacks.nag import acknowledge, acknowledge_node_role, managed_policy
 
-# kubectl layer per cluster version (PyPI aws-cdk.lambda-layer-kubectl-vNN, pinned in requirements.lock).
-KUBECTL_LAYERS = {
-    "1.34": ("aws_cdk.lambda_layer_kubectl_v34", "KubectlV34Layer"),
-    "1.35": ("aws_cdk.lambda_layer_kubectl_v35", "KubectlV35Layer"),
-}
 MOUNTPOINT_SERVICE_ACCOUNT = ("kube-system", "s3-csi-driver-sa")
 CLOUDWATCH_SERVICE_ACCOUNT = ("amazon-cloudwatch", "cloudwatch-agent")
 

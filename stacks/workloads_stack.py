@@ -13,9 +13,10 @@ from charts.model_build_job import build_service_account
 from charts.serving_chart import BASE, render_groups
 from charts.stage_job import STAGE_SERVICE_ACCOUNT
 from charts.vllm_service import service_account_name
+from config.bucket_layout import RESULTS_PREFIX, artifact_prefix, checkpoint_prefix
 from config.schema import DeploymentConfig, ServingProfile
 from model_build.checkpoints import models_in_use, profile_models
-from model_build.digest import RESULTS_PREFIX, artifact_prefix, checkpoint_prefix, profile_digest
+from model_build.digest import profile_digest
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.pod_identity_role import PodIdentityRole
 from stacks.nag import acknowledge

@@ -5,6 +5,8 @@ ones inside functions), so a module that only imports boto3 on some path is caug
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,3 +40,23 @@ def test_rendering_modules_run_no_process_and_call_no_aws(path):
 @pytest.mark.parametrize("path", modules(*BELOW_OPS), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_layer_below_ops_imports_ops(path):
     assert "ops" not in imported_roots(path), f"{path.relative_to(ROOT)} imports ops/, the layer above it"
+
+
+LEAVES = ("bucket_layout", "exit_codes", "kubernetes", "metrics", "speculation", "tags")
+OURS = {"app", "bench", "charts", "config", "model_build", "ops", "stacks"}
+
+
+@pytest.mark.parametrize("leaf", LEAVES)
+def test_leaf_vocabulary_modules_import_nothing_of_ours(leaf):
+    found = imported_roots(ROOT / "config" / f"{leaf}.py") & OURS
+    assert not found, f"config/{leaf}.py imports {sorted(found)}; every layer reads it, so it must stand alone"
+
+
+def test_importing_the_stacks_loads_no_benchmark_runtime_and_no_aws_sdk():
+    """Synth reads only names from the benchmark (metric names live in config/metrics.py); aiohttp and boto3
+    would cost synth time and tie rendering to runtime code. A fresh interpreter, since tests import both."""
+    probe = (
+        "import sys, stacks; print(' '.join(m for m in ('aiohttp', 'boto3', 'bench.cloudwatch') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

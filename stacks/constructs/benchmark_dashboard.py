@@ -6,9 +6,8 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from constructs import Construct
 
-# Metric names as bench/cloudwatch.py writes them: raw values (CloudWatch computes the percentiles),
-# dimensions Variant and TestCase.
-from bench.cloudwatch import E2E, ITL, RUN_THROUGHPUT, TTFT
+# Metric names as bench/cloudwatch.py writes them: raw values (CloudWatch computes the percentiles).
+from config.metrics import E2E, ITL, RUN_THROUGHPUT, TEST_CASE, TTFT, VARIANT
 
 PERIOD = Duration.hours(1)
 
@@ -65,7 +64,7 @@ class BenchmarkDashboard(Construct):
             return cw.Metric(
                 namespace=namespace,
                 metric_name=name,
-                dimensions_map={"Variant": variant, "TestCase": case},
+                dimensions_map={VARIANT: variant, TEST_CASE: case},
                 statistic=stat,
                 period=PERIOD,
                 label=f"{variant} {stat}",

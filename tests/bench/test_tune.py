@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from bench.results import BenchResults
 from bench.spec_metrics import expected_speedup
-from bench.tune import K_RANGE, CaseFit, fit_alpha, fit_cases, format_tuning, recommend
+from bench.tune import CaseFit, fit_alpha, fit_cases, format_tuning, recommend
+from config.speculation import K_RANGE
 
 
 @settings(max_examples=200, deadline=None)

@@ -120,3 +120,14 @@ def test_imports_only_the_manifest_module_and_the_standard_library():
             for module in modules:
                 top = module.split(".")[0]
                 assert top in sys.stdlib_module_names or module == "model_build.manifest", f"{name} imports {module}"
+
+
+def test_exit_codes_are_the_projects():
+    import config.exit_codes as project
+    import model_build.check_mounted as script
+
+    assert (script.EXIT_OK, script.EXIT_FAILED, script.EXIT_USAGE) == (
+        project.EXIT_OK,
+        project.EXIT_FAILED,
+        project.EXIT_USAGE,
+    )

@@ -57,7 +57,7 @@ def test_no_credentials_is_exit_2_with_the_bucket_to_pass(monkeypatch, capsys, t
     monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "")
     assert main(["verify", "baseline"]) == 2
     err = capsys.readouterr().err
-    assert "cannot find the AWS account" in err and "--bucket trn-specdec-models-<account>-us-east-2" in err
+    assert "cannot tell which AWS account to use" in err and "--bucket trn-specdec-models-<account>-us-east-2" in err
 
 
 def test_bad_config_and_bad_arguments_are_exit_2(capsys, tmp_path):

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from config import parse_config
-from model_build.digest import artifact_inputs, artifact_prefix, checkpoint_prefix, profile_digest
+from config.bucket_layout import artifact_prefix, checkpoint_prefix
+from model_build.digest import artifact_inputs, profile_digest
 from tests.conftest import ROOT, default_config_dict
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from model_build.digest import artifact_prefix
+from config.bucket_layout import artifact_prefix
 from model_build.errors import BuildError
 from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, Manifest
 from model_build.publish import publish_artifact

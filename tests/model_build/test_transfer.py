@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from model_build.errors import EXIT_MISMATCH, BuildError
+from config.exit_codes import EXIT_FAILED
+from model_build.errors import BuildError
 from model_build.transfer import MIB, PART_CHECKSUM, S3Store, TransferSettings, hash_files, list_tree
 from tests.model_build.conftest import ARTIFACT_FILES, SMALL, FaultyClient, tree_bytes, write_tree
 
@@ -163,7 +164,7 @@ def test_an_object_replaced_with_other_content_after_it_was_written_is_caught(tr
     store = make_store(_Overwriter(s3, PREFIX + "model.pt", other, hashlib.sha256(other).hexdigest()))
     with pytest.raises(BuildError, match=r"model.pt reads back as 23 bytes.*another publisher") as err:
         store.upload(PREFIX, _files(tree, store))
-    assert err.value.code == EXIT_MISMATCH
+    assert err.value.code == EXIT_FAILED
 
 
 def test_an_object_rewritten_with_the_same_content_in_another_layout_is_accepted(tree, make_store, s3, bucket):

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from config import load_config
-from model_build.digest import checkpoint_prefix
+from config.bucket_layout import checkpoint_prefix
 from model_build.errors import BuildError
 from model_build.manifest import MANIFEST_NAME
 from ops.build_artifact import run_build

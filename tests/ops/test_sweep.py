@@ -6,13 +6,21 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from ops.sweep import DEPLOYMENT_TAG, Ownership, main, sweep
+from ops.sweep import Ownership, main, sweep
 
 OWNER = Ownership(deployment="trn-specdec", cluster_name="trn-specdec-eks")
 
 
+@pytest.fixture(scope="module")
+def rendered_tags(synth) -> dict[str, str]:
+    """The tags the stacks put on the VPC, read from the synthesized template: the sweep must find what the
+    stacks tag, so the test takes the keys from the rendered output, not from the code under test."""
+    (vpc,) = synth.resources("Cluster", "AWS::EC2::VPC").values()
+    return {t["Key"]: t["Value"] for t in vpc["Properties"]["Tags"] if t["Key"] != "Name"}
+
+
 @pytest.fixture
-def world(aws_env):
+def world(aws_env, rendered_tags):
     """A VPC with owned and foreign load balancers, target groups, ENIs, security groups and log groups."""
     session = boto3.session.Session(region_name="us-east-2")
     ec2, elbv2, elb, logs = (session.client(n) for n in ("ec2", "elbv2", "elb", "logs"))
@@ -45,7 +53,7 @@ def world(aws_env):
         return lb["LoadBalancers"][0]["LoadBalancerArn"]
 
     owned = {
-        "sg_deployment": sg("owned-by-tag", {DEPLOYMENT_TAG: "trn-specdec"}),
+        "sg_deployment": sg("owned-by-tag", rendered_tags),
         "sg_cluster": sg("owned-by-cluster", {"kubernetes.io/cluster/trn-specdec-eks": "owned"}),
         "eni_cni": eni({"cluster.k8s.amazonaws.com/name": "trn-specdec-eks"}),
         "alb": alb("k8s-owned", {"elbv2.k8s.aws/cluster": "trn-specdec-eks"}),
@@ -53,7 +61,7 @@ def world(aws_env):
     foreign = {
         "sg_untagged": sg("someone-elses", {}),
         "sg_other_cluster": sg("other-cluster", {"kubernetes.io/cluster/other-eks": "owned"}),
-        "sg_other_deployment": sg("other-deployment", {DEPLOYMENT_TAG: "trn-specdec-2"}),
+        "sg_other_deployment": sg("other-deployment", {k: f"{v}-2" for k, v in rendered_tags.items()}),
         "eni_untagged": eni({}),
         "alb": alb("foreign", {"team": "web"}),
     }
