@@ -59,6 +59,7 @@ NEURON_INSTANCES: dict[str, NeuronInstance] = {
 }
 
 DRA_DEVICE_GROUP_SIZES = (1, 4, 8, 16)
+GP3_IOPS_PER_MIBPS = 4  # gp3 throughput is at most 0.25 MiB/s per provisioned IOPS (Amazon EBS volume types)
 
 _IMAGE_TAG = re.compile(r"^(?P<vllm>\d+\.\d+\.\d+)-neuronx-py(?P<py>\d+)-sdk(?P<sdk>\d+\.\d+\.\d+)-ubuntu\d+\.\d+$")
 
@@ -242,6 +243,12 @@ class Trn2NodeGroupConfig(_Strict):
         default=None, description="Pin the node group to one AZ (required for CAPACITY_BLOCK)."
     )
     disk_gib: int = Field(default=1024, ge=200, le=16000, description="Root volume, sized for compile scratch.")
+    # gp3 ranges from the EC2 API (botocore 1.44's LaunchTemplateEbsBlockDeviceRequest): IOPS 3,000-80,000,
+    # throughput 125-2,000 MiB/s. Above 3,000 IOPS and 125 MiB/s each unit is billed monthly (README, Costs).
+    disk_iops: int = Field(
+        default=16000, ge=3000, le=80000, description="Root volume gp3 IOPS: compile and staging write tens of GB."
+    )
+    disk_throughput_mibps: int = Field(default=1000, ge=125, le=2000, description="Root volume gp3 throughput, MiB/s.")
     ami_release_version: str | None = Field(
         default=None, description="EKS AMI release; must be >= 1.34.2 for DRA (1.34.0/1.34.1 have a DRA bug)."
     )
@@ -438,6 +445,12 @@ class DeploymentConfig(_Strict):
             problems.append(
                 f"trn2_nodes.capacity_reservation_id={t.capacity_reservation_id!r} is set but capacity_type is "
                 f"{t.capacity_type}; set capacity_type: CAPACITY_BLOCK or remove the id"
+            )
+        if t.disk_throughput_mibps * GP3_IOPS_PER_MIBPS > t.disk_iops:
+            problems.append(
+                f"trn2_nodes.disk_throughput_mibps={t.disk_throughput_mibps} needs at least "
+                f"{t.disk_throughput_mibps * GP3_IOPS_PER_MIBPS} IOPS (gp3 allows 0.25 MiB/s per provisioned IOPS) but "
+                f"disk_iops={t.disk_iops}; raise disk_iops or lower disk_throughput_mibps to {t.disk_iops // GP3_IOPS_PER_MIBPS}"
             )
         if t.availability_zone and t.availability_zone not in self.network.availability_zones:
             problems.append(

@@ -29,7 +29,7 @@ def default_config_dict() -> dict[str, Any]:
 
 def variant_config_dict() -> dict[str, Any]:
     """A second deployment exercising the other branches: Capacity Block, retained bucket, K8s 1.34, TP 64,
-    alarms that notify a topic."""
+    alarms that notify a topic, a cheaper root volume."""
     data = default_config_dict()
     data["name"] = "specdec-cb"
     data["kubernetes_version"] = "1.34"
@@ -40,6 +40,8 @@ def variant_config_dict() -> dict[str, Any]:
         min_size=2,
         desired_size=2,
         max_size=2,
+        disk_iops=6000,
+        disk_throughput_mibps=500,
     )
     data["bucket"]["retain_on_delete"] = True
     data["observability"]["alarm_topic_arn"] = "arn:aws:sns:us-east-2:123456789012:trn-alerts"  # example account

@@ -42,8 +42,8 @@ class Trn2NodeGroup(Construct):
                     ebs=ec2.CfnLaunchTemplate.EbsProperty(
                         volume_size=settings.disk_gib,
                         volume_type="gp3",
-                        iops=16000,
-                        throughput=1000,
+                        iops=settings.disk_iops,
+                        throughput=settings.disk_throughput_mibps,
                         encrypted=True,
                         delete_on_termination=True,
                     ),

@@ -91,6 +91,9 @@ def _set(path: str, value: Any):
         ("profiles.1.decoding.method", "eagle3", ["method='eagle3'", "none, fused-draft, eagle"]),
         ("serving.replicas", 3, ["claim 48 Neuron devices", "max_size"]),
         ("trn2_nodes.desired_size", 5, ["desired_size=5", "order them"]),
+        ("trn2_nodes.disk_iops", 2000, ["trn2_nodes.disk_iops=2000", "greater than or equal to 3000"]),
+        ("trn2_nodes.disk_throughput_mibps", 4000, ["disk_throughput_mibps=4000", "less than or equal to 2000"]),
+        ("trn2_nodes.disk_iops", 3000, ["disk_throughput_mibps=1000 needs at least 4000 IOPS", "lower", "to 750"]),
         ("unknown_field", 1, ["unknown_field is not a known field"]),
         ("observability.alarm_topic_arn", "alerts", ["alarm_topic_arn='alerts'", "malformed"]),
         (

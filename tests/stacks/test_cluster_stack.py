@@ -62,6 +62,7 @@ def test_trn2_launch_template_sets_instance_disk_imdsv2_and_efa(synth):
     assert lt["InstanceType"] == "trn2.48xlarge"
     ebs = lt["BlockDeviceMappings"][0]["Ebs"]
     assert (ebs["VolumeSize"], ebs["VolumeType"], ebs["Encrypted"]) == (1024, "gp3", True)
+    assert (ebs["Iops"], ebs["Throughput"]) == (16000, 1000)
     assert lt["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 2, "HttpTokens": "required"}
     nics = lt["NetworkInterfaces"]
     assert [n["NetworkCardIndex"] for n in nics] == list(range(16))
@@ -76,6 +77,8 @@ def test_capacity_block_variant_targets_the_reservation(variant_synth):
     assert ng["CapacityType"] == "CAPACITY_BLOCK"
     lt = _one(variant_synth.resources("Cluster", "AWS::EC2::LaunchTemplate"))["LaunchTemplateData"]
     assert lt["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    ebs = lt["BlockDeviceMappings"][0]["Ebs"]
+    assert (ebs["Iops"], ebs["Throughput"]) == (6000, 500)
     target = lt["CapacityReservationSpecification"]["CapacityReservationTarget"]
     assert target == {"CapacityReservationId": "cr-0123456789abcdef0"}
     subnets = variant_synth.resources("Cluster", "AWS::EC2::Subnet")
