@@ -67,6 +67,77 @@ def _set(path: str, value: Any):
     return mutate
 
 
+def _all(*mutations):
+    def mutate(data: dict) -> None:
+        for m in mutations:
+            m(data)
+
+    return mutate
+
+
+# One row per cross-field rule of DeploymentConfig (every `problems.append` in config/schema.py), each with a
+# fragment only that rule's sentence contains: deleting any single rule fails its row.
+CROSS_FIELD_RULES = {
+    "bucket name too long": (
+        _all(
+            _set("name", "a" * 30),
+            _set("region", "ap-southeast-2"),
+            _set("network.availability_zones", ["ap-southeast-2a", "ap-southeast-2b"]),
+        ),
+        "is too long for the bucket name",
+    ),
+    "profile names unique": (_set("profiles.1.name", "baseline"), "name 'baseline' is used twice"),
+    "target is a model": (_set("profiles.0.target", "nope"), "target='nope' is not a key of models"),
+    "stack serves the method": (
+        _set("serving.image.tag", "0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04"),
+        "'fused-draft' cannot be served by image",
+    ),
+    "image has NxDI": (_set("serving.image.tag", "0.9.1-neuronx-py311-sdk2.32.0-ubuntu22.04"), "SDK 2.32+ images drop"),
+    "draft is a model": (_set("profiles.1.decoding.draft", "qwen3-8b"), "draft='qwen3-8b' is not a key of models"),
+    "draft is not the target": (_set("profiles.1.decoding.draft", "qwen3-32b"), "is the target itself"),
+    "draft shares the tokenizer": (_set("models.qwen3-1-7b.tokenizer_family", "llama3"), "tokenizer family 'llama3'"),
+    "TP = devices x cores": (_set("serving.placement.tensor_parallel_size", 64), "set tensor_parallel_size: 32"),
+    "devices fit the instance": (_set("trn2_nodes.instance_type", "trn2.3xlarge"), "devices=8 exceeds the 1 devices"),
+    "devices fit the node group": (_set("serving.replicas", 3), "claim 48 Neuron devices"),
+    "node group sizes ordered": (_set("system_nodes.desired_size", 9), "system_nodes: min_size=2 <= desired_size=9"),
+    "capacity block has a reservation": (
+        _all(_set("trn2_nodes.capacity_type", "CAPACITY_BLOCK"), _set("trn2_nodes.availability_zone", "us-east-2b")),
+        "needs trn2_nodes.capacity_reservation_id",
+    ),
+    "capacity block has an AZ": (
+        _all(
+            _set("trn2_nodes.capacity_type", "CAPACITY_BLOCK"),
+            _set("trn2_nodes.capacity_reservation_id", "cr-0123456789abcdef0"),
+        ),
+        "needs trn2_nodes.availability_zone",
+    ),
+    "reservation only with a capacity block": (
+        _set("trn2_nodes.capacity_reservation_id", "cr-0123456789abcdef0"),
+        "is set but capacity_type is ON_DEMAND",
+    ),
+    "disk throughput within its IOPS": (_set("trn2_nodes.disk_iops", 3000), "needs at least 4000 IOPS"),
+    "trn2 AZ is a network AZ": (
+        _set("trn2_nodes.availability_zone", "us-west-2a"),
+        "is not one of network.availability_zones",
+    ),
+    "network AZs in the region": (
+        _set("network.availability_zones", ["us-west-2a", "us-east-2b"]),
+        "contains 'us-west-2a', which is not in region us-east-2",
+    ),
+    "alarm topic in the region": (
+        _set("observability.alarm_topic_arn", "arn:aws:sns:us-west-2:123456789012:alerts"),
+        "create the topic in us-east-2",
+    ),
+}
+
+
+@pytest.mark.parametrize("rule", CROSS_FIELD_RULES)
+def test_each_cross_field_rule_refuses_with_its_sentence(rule):
+    mutate, fragment = CROSS_FIELD_RULES[rule]
+    text = "\n".join(problems_for(mutate))
+    assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
 @pytest.mark.parametrize(
     ("path", "value", "expected"),
     [
@@ -205,3 +276,23 @@ def _field_names() -> set[str]:
         "profiles",
         "config",
     }
+
+
+def test_every_cross_field_rule_has_a_row():
+    """A new `problems.append` in DeploymentConfig needs its row in CROSS_FIELD_RULES."""
+    import ast
+    import inspect
+
+    from config.schema import DeploymentConfig
+
+    tree = ast.parse(inspect.getsource(DeploymentConfig))
+    appends = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "append"
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == "problems"
+    ]
+    assert len(appends) == len(CROSS_FIELD_RULES), "add a row to CROSS_FIELD_RULES for each new rule"
