@@ -39,7 +39,7 @@ RUNTIME_PACKAGES = ("aiohttp", "pydantic", "pyyaml", "boto3")
 def bench_code_files() -> list[str]:
     """What `python -m bench run` needs in the cluster (no report plots, no test server)."""
     skip = {"bench/report.py", "bench/loopback_server.py", "bench/selfcheck.py"}
-    return [f for f in python_files("bench", "config") if f not in skip]
+    return [f for f in python_files("bench", "config", "serving_stacks") if f not in skip]
 
 
 def pinned_runtime_packages() -> list[str]:

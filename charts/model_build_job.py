@@ -33,7 +33,7 @@ BUILD_DEADLINE_HOURS = 6
 
 def build_code_files() -> list[str]:
     """model_build and the config it reads; pydantic and PyYAML come with vLLM in the serving image."""
-    return python_files("model_build", "config")
+    return python_files("model_build", "config", "serving_stacks")
 
 
 def build_service_account(profile: ServingProfile) -> str:

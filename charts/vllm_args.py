@@ -1,7 +1,7 @@
 """The vLLM command line and environment, built in one place from a serving profile.
 
-This is the only module that knows how the decoding method reaches vLLM; everything else about a
-service is the same for every profile.
+What every stack shares is here; what differs between serving stacks (how Neuron settings and the
+speculative method reach vLLM, the environment) comes from the profile's module in serving_stacks/.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from charts.models_volume import MOUNT_PATH
 from config.bucket_layout import artifact_prefix, checkpoint_prefix
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
 from model_build.digest import profile_digest
+from serving_stacks import stack_named
 
 
 def model_dir(config: DeploymentConfig, key: str) -> str:
@@ -28,9 +29,7 @@ def artifact_dir(config: DeploymentConfig, profile: ServingProfile) -> str:
 def speculative_config(config: DeploymentConfig, profile: ServingProfile) -> dict[str, Any] | None:
     """vLLM's --speculative-config, or None for plain decoding.
 
-    On the legacy fork (aws-neuron/upstreaming-to-vllm 2.26.1) any speculative config turns on NxDI
-    fused speculation with the draft; "method": "eagle" is what the reference sample and the Neuron
-    tutorial pass there and does not switch EAGLE on (FIELD_NOTES). On vllm-neuron it selects EAGLE.
+    Its "method" is the stack's (serving_stacks/): what turns speculation on differs between stacks.
     """
     d = profile.decoding
     if not isinstance(d, DraftSpeculation):
@@ -39,7 +38,7 @@ def speculative_config(config: DeploymentConfig, profile: ServingProfile) -> dic
         "model": model_dir(config, d.draft),
         "num_speculative_tokens": d.num_speculative_tokens,
         "max_model_len": d.draft_max_model_len or profile.max_model_len,
-        "method": "eagle",
+        "method": stack_named(profile.image.stack).SPECULATIVE_METHOD,
     }
 
 
@@ -72,19 +71,7 @@ def vllm_args(config: DeploymentConfig, profile: ServingProfile) -> list[str]:
         "--port",
         str(profile.port),
     ]
-    overrides = neuron_overrides(profile)
-    if profile.image.stack == "legacy-v0":
-        args += ["--override-neuron-config", _json(overrides)]
-    else:
-        # vllm-neuron takes Neuron settings inside --additional-config and needs one KV block per
-        # sequence when prefix caching is off (vllm-project/vllm-neuron 0.2.0 README).
-        args += [
-            "--additional-config",
-            _json({"override_neuron_config": overrides}),
-            "--num-gpu-blocks-override",
-            str(profile.max_num_seqs),
-            "--no-enable-prefix-caching",
-        ]
+    args += stack_named(profile.image.stack).neuron_args(neuron_overrides(profile), max_num_seqs=profile.max_num_seqs)
     spec = speculative_config(config, profile)
     if spec is not None:
         args += ["--speculative-config", _json(spec)]
@@ -92,13 +79,11 @@ def vllm_args(config: DeploymentConfig, profile: ServingProfile) -> list[str]:
 
 
 def vllm_env(config: DeploymentConfig, profile: ServingProfile) -> dict[str, str]:
-    env = {
+    return {
         "NEURON_COMPILED_ARTIFACTS": artifact_dir(config, profile),
         "NEURON_RT_VIRTUAL_CORE_SIZE": str(profile.placement.logical_neuron_cores),
+        **stack_named(profile.image.stack).env(),
     }
-    if profile.image.stack == "legacy-v0":
-        env |= {"VLLM_USE_V1": "0", "VLLM_NEURON_FRAMEWORK": "neuronx-distributed-inference"}
-    return env
 
 
 def _json(value: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from pydantic import (
 from config.kubernetes import DEFAULT_KUBERNETES_VERSION, DRA_MINIMUM_VERSION, SUPPORTED_KUBERNETES_VERSIONS
 from config.speculation import K_MAX, K_MIN, K_RANGE
 from config.tags import DEPLOYMENT_TAG_KEY, PROJECT_TAG_KEY, PROJECT_TAG_VALUE
+from serving_stacks import stack_named, stack_serving
 
 # --- catalogues --------------------------------------------------------------------------------
 
@@ -62,14 +63,6 @@ DRA_DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 GP3_IOPS_PER_MIBPS = 4  # gp3 throughput is at most 0.25 MiB/s per provisioned IOPS (Amazon EBS volume types)
 
 _IMAGE_TAG = re.compile(r"^(?P<vllm>\d+\.\d+\.\d+)-neuronx-py(?P<py>\d+)-sdk(?P<sdk>\d+\.\d+\.\d+)-ubuntu\d+\.\d+$")
-
-# Which decoding methods each serving stack can run. legacy-v0: aws-neuron/upstreaming-to-vllm 2.26.1
-# (any speculative config turns on NxDI fused speculation). vllm-neuron-v1: vllm-project/vllm-neuron 0.2.x,
-# whose README says "Only Eagle V1 is supported" (no draft-model speculation, no EAGLE3).
-STACK_METHODS: dict[str, tuple[str, ...]] = {
-    "legacy-v0": ("none", "fused-draft"),
-    "vllm-neuron-v1": ("none", "eagle"),
-}
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$")]
 ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
@@ -130,9 +123,8 @@ class Image(_Strict):
 
     @property
     def stack(self) -> str:
-        """legacy-v0 (aws-neuron fork of vLLM 0.9.x, NxDI fused speculation) or vllm-neuron-v1 (plugin)."""
-        major, minor, _ = (int(p) for p in self.vllm_version.split("."))
-        return "legacy-v0" if (major, minor) < (0, 10) else "vllm-neuron-v1"
+        """The serving stack of this image (a module of serving_stacks/), chosen by its vLLM version."""
+        return stack_serving(self.vllm_version).NAME
 
 
 class NoSpeculation(_Strict):
@@ -365,11 +357,11 @@ class DeploymentConfig(_Strict):
                     f"{', '.join(sorted(self.models))}"
                 )
                 continue
-            stack = p.image.stack
-            if p.decoding.method not in STACK_METHODS[stack]:
+            stack = stack_named(p.image.stack)
+            if p.decoding.method not in stack.METHODS:
                 problems.append(
                     f"{where}.decoding.method={p.decoding.method!r} cannot be served by image {p.image.tag!r} "
-                    f"({stack} stack serves {', '.join(STACK_METHODS[stack])}); for fused-draft use image tag "
+                    f"({stack.NAME} stack serves {', '.join(stack.METHODS)}); for fused-draft use image tag "
                     "0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04, for eagle a vllm-neuron image (0.11+)"
                 )
             sdk = tuple(int(x) for x in p.image.sdk_version.split("."))

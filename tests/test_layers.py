@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RENDERING = ("charts", "stacks")
-BELOW_OPS = ("config", "charts", "stacks", "model_build", "bench")
+BELOW_OPS = ("config", "serving_stacks", "charts", "stacks", "model_build", "bench")
 RUNS_OR_CALLS_AWS = {"subprocess", "boto3", "botocore"}
 
 
@@ -43,13 +43,21 @@ def test_no_layer_below_ops_imports_ops(path):
 
 
 LEAVES = ("bucket_layout", "exit_codes", "kubernetes", "metrics", "speculation", "tags")
-OURS = {"app", "bench", "charts", "config", "model_build", "ops", "stacks"}
+OURS = {"app", "bench", "charts", "config", "model_build", "ops", "serving_stacks", "stacks"}
 
 
 @pytest.mark.parametrize("leaf", LEAVES)
 def test_leaf_vocabulary_modules_import_nothing_of_ours(leaf):
     found = imported_roots(ROOT / "config" / f"{leaf}.py") & OURS
     assert not found, f"config/{leaf}.py imports {sorted(found)}; every layer reads it, so it must stand alone"
+
+
+@pytest.mark.parametrize("path", modules("serving_stacks"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_serving_stack_modules_import_nothing_of_ours_outside_their_package(path):
+    found = imported_roots(path) & (OURS - {"serving_stacks"})
+    assert not found, (
+        f"{path.relative_to(ROOT)} imports {sorted(found)}; the config schema reads it, so it stands alone"
+    )
 
 
 def test_importing_the_stacks_loads_no_benchmark_runtime_and_no_aws_sdk():
