@@ -373,141 +373,14 @@ class S3Store:
         to_hash: list[str],
         guard: Callable[[], None] | None,
     ) -> tuple[list[LocalFile], TransferStats]:
-        """The one upload engine: a thread pool fed by the main thread, which owns all bookkeeping.
-
-        Tasks: hash a file -> (its size matches a listed object) HeadObject -> PutObject, or
-        CreateMultipartUpload / resume -> UploadPart x N -> CompleteMultipartUpload. A single-PUT file with
-        no listed object of its size is read once, hashed and sent in one task. Every written object
-        ends with the ETag S3 gave this run (written, or matched by HeadObject). A final listing must show
-        every file with that ETag, so when this returns, every object is confirmed as this run left it;
-        one that another writer replaced meanwhile is looked at with HeadObject and refused unless its size
-        and sha256 are ours. `guard` runs before each write; publish uses it to stop if another publisher
-        commits the prefix meanwhile.
-        """
-        stats = TransferStats(parent=self.totals)
-        sizes = {key: size for key, (size, _) in self.list_objects(prefix).items()}
-        check = guard or (lambda: None)
-        file_sizes = {rel: (root / rel).stat().st_size for rel in to_hash} if root is not None else {}
-        # A new single-PUT file is hashed from the bytes it sends; the others are hashed first, largest first,
-        # so that hashing the big files overlaps the upload of the small ones instead of following it.
-        put_now = [
-            rel
-            for rel, size in file_sizes.items()
-            if size <= self.settings.part_size_for(size) and sizes.get(prefix + rel) != size
-        ]
-        queue = deque(sorted(set(file_sizes) - set(put_now), key=lambda rel: (-file_sizes[rel], rel)))
-        progress = Progress(
-            "publishing" if to_hash else "uploading",
-            sum(file_sizes.values()) + sum(file_sizes[rel] for rel in put_now),
-            stream=self.stream,
-            interval=self.settings.progress_interval,
-        )
-        stop = threading.Event()
-        pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="s3-upload")
-        pending: dict[Future[Any], _TaskInfo] = {}
-        restarts: dict[str, int] = {}
-        results: dict[str, LocalFile] = {}
-        etags: dict[str, str] = {}
-        hashing = 0
-
-        ready: list[tuple[int, int, _TaskInfo, Callable[..., Any], tuple[Any, ...]]] = []  # a heap
-        order = itertools.count()
-
-        def submit(kind: str, path: str, f: LocalFile | None, mpu: _Multipart | None, fn: Any, *args: Any) -> None:
-            heapq.heappush(ready, (_PRIORITY[kind], next(order), (kind, path, f, mpu), fn, args))
-
-        def pump() -> None:
-            """Keep `concurrency` tasks running, the most urgent first (see _PRIORITY)."""
-            while ready and len(pending) < self.settings.concurrency:
-                _, _, info, fn, args = heapq.heappop(ready)
-                pending[pool.submit(fn, *args)] = info
-
-        def start(f: LocalFile, *, resume: bool = True) -> None:
-            progress.add_total(f.size)
-            key = prefix + f.path
-            if f.size <= self.settings.part_size_for(f.size):
-                submit("object", f.path, f, None, self._put_small, key, f, stats, progress, stop, check)
-            else:
-                submit("start", f.path, f, None, self._start_multipart, key, f, resume, stop, check)
-
-        def decide(f: LocalFile) -> None:
-            results[f.path] = f
-            if sizes.get(prefix + f.path) == f.size:
-                submit("head", f.path, f, None, self.head, prefix + f.path)
-            else:
-                start(f)
-
-        def feed_hashers() -> None:
-            nonlocal hashing
-            while queue and hashing < _hashers(self.settings):
-                hashing += 1
-                rel = queue.popleft()
-                submit("hash", rel, None, None, _hash_one, root, rel, progress)
-
-        try:
-            for f in hashed:
-                decide(f)
-            feed_hashers()
-            for rel in put_now:
-                submit("put", rel, None, None, self._hash_and_put, prefix, root, rel, stats, progress, stop, check)
-            pump()
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    kind, path, f, mpu = pending.pop(fut)
-                    try:
-                        result = fut.result()
-                    except _RestartFresh:
-                        assert f is not None
-                        restarts[path] = restarts.get(path, 0) + 1
-                        if restarts[path] > _MAX_RESTARTS:
-                            raise BuildError(
-                                f"{self.url(prefix + path)} keeps changing under this upload; another publisher "
-                                "with different content is writing the same prefix. Stop it, then re-run"
-                            ) from None
-                        start(f, resume=False)
-                        continue
-                    except Exception as err:
-                        raise _upload_failed(path, self.url(prefix), err) from err
-                    if kind == "hash":
-                        hashing -= 1
-                        decide(result)
-                        feed_hashers()
-                    elif kind == "put":
-                        results[path], etags[path] = result
-                        stats.add(objects_uploaded=1)
-                    elif kind == "head":
-                        assert f is not None
-                        if result is not None and result.size == f.size and result.sha256 == f.sha256:
-                            etags[path] = result.etag
-                            stats.add(objects_skipped=1)
-                        else:
-                            start(f)
-                    elif kind == "start":
-                        mpu = result
-                        for number in range(1, mpu.count + 1):
-                            submit("part", path, f, mpu, self._send_part, mpu, number, stats, progress, stop, check)
-                    elif kind == "part":
-                        assert mpu is not None
-                        mpu.remaining -= 1
-                        if mpu.remaining == 0:
-                            submit("complete", path, f, mpu, self._complete, mpu, stop)
-                    else:  # "object" or "complete"
-                        etags[path] = result
-                        stats.add(objects_uploaded=1)
-                pump()
-        except BaseException:
-            stop.set()
-            for fut in pending:
-                fut.cancel()
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            if progress.total:
-                progress.close()
+        """The one upload engine (see _UploadRun). A final listing must show every file with the ETag this run
+        left, so when this returns, every object is confirmed as this run left it; one that another writer
+        replaced meanwhile is looked at with HeadObject and refused unless its size and sha256 are ours."""
+        run = _UploadRun(self, prefix, root, to_hash, guard)
+        results, etags = run.run(hashed)
         files = [results[p] for p in [f.path for f in hashed] + to_hash]
         self._confirm_listed(prefix, files, etags)
-        return files, stats
+        return files, run.stats
 
     def _confirm_listed(self, prefix: str, files: Sequence[LocalFile], etags: dict[str, str]) -> None:
         listed = self.list_objects(prefix)
@@ -760,6 +633,164 @@ def _changed(f: LocalFile) -> BuildError:
     return BuildError(
         f"{f.abspath} changed while it was being published; finish or stop whatever writes it, then re-run"
     )
+
+
+class _UploadRun:
+    """One upload of files under a prefix: a thread pool fed by the main thread, which owns all bookkeeping.
+
+    Tasks: hash a file -> (its size matches a listed object) HeadObject -> PutObject, or
+    CreateMultipartUpload / resume -> UploadPart x N -> CompleteMultipartUpload. A single-PUT file with no
+    listed object of its size is read once, hashed and sent in one task. Every written object ends with the
+    ETag S3 gave this run (written, or matched by HeadObject). `guard` runs before each write; publish uses it
+    to stop if another publisher commits the prefix meanwhile. One method per step; `_on_<kind>` handles a
+    finished task of that kind.
+    """
+
+    def __init__(
+        self, store: S3Store, prefix: str, root: Path | None, to_hash: list[str], guard: Callable[[], None] | None
+    ) -> None:
+        self.store, self.prefix, self.root = store, prefix, root
+        self.settings = store.settings
+        self.stats = TransferStats(parent=store.totals)
+        self.sizes = {key: size for key, (size, _) in store.list_objects(prefix).items()}
+        self.check = guard or (lambda: None)
+        file_sizes = {rel: (root / rel).stat().st_size for rel in to_hash} if root is not None else {}
+        # A new single-PUT file is hashed from the bytes it sends; the others are hashed first, largest first,
+        # so that hashing the big files overlaps the upload of the small ones instead of following it.
+        self.put_now = [
+            rel
+            for rel, size in file_sizes.items()
+            if size <= self.settings.part_size_for(size) and self.sizes.get(prefix + rel) != size
+        ]
+        self.queue = deque(sorted(set(file_sizes) - set(self.put_now), key=lambda rel: (-file_sizes[rel], rel)))
+        self.progress = Progress(
+            "publishing" if to_hash else "uploading",
+            sum(file_sizes.values()) + sum(file_sizes[rel] for rel in self.put_now),
+            stream=store.stream,
+            interval=self.settings.progress_interval,
+        )
+        self.stop = threading.Event()
+        self.pending: dict[Future[Any], _TaskInfo] = {}
+        self.restarts: dict[str, int] = {}
+        self.results: dict[str, LocalFile] = {}
+        self.etags: dict[str, str] = {}
+        self.hashing = 0
+        self.ready: list[tuple[int, int, _TaskInfo, Callable[..., Any], tuple[Any, ...]]] = []  # a heap
+        self.order = itertools.count()
+
+    def run(self, hashed: list[LocalFile]) -> tuple[dict[str, LocalFile], dict[str, str]]:
+        """Upload everything; the files by path and the ETag each object has after this run."""
+        pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="s3-upload")
+        try:
+            for f in hashed:
+                self._decide(f)
+            self._feed_hashers()
+            for rel in self.put_now:
+                s = self.store
+                self._submit("put", rel, None, None, s._hash_and_put, self.prefix, self.root, rel, *self._write_args())
+            self._pump(pool)
+            while self.pending:
+                done, _ = wait(self.pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    self._finished(fut, *self.pending.pop(fut))
+                self._pump(pool)
+        except BaseException:
+            self.stop.set()
+            for fut in self.pending:
+                fut.cancel()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            if self.progress.total:
+                self.progress.close()
+        return self.results, self.etags
+
+    def _write_args(self) -> tuple[Any, ...]:
+        return (self.stats, self.progress, self.stop, self.check)
+
+    def _submit(self, kind: str, path: str, f: LocalFile | None, mpu: _Multipart | None, fn: Any, *args: Any) -> None:
+        heapq.heappush(self.ready, (_PRIORITY[kind], next(self.order), (kind, path, f, mpu), fn, args))
+
+    def _pump(self, pool: ThreadPoolExecutor) -> None:
+        """Keep `concurrency` tasks running, the most urgent first (see _PRIORITY)."""
+        while self.ready and len(self.pending) < self.settings.concurrency:
+            _, _, info, fn, args = heapq.heappop(self.ready)
+            self.pending[pool.submit(fn, *args)] = info
+
+    def _start(self, f: LocalFile, *, resume: bool = True) -> None:
+        self.progress.add_total(f.size)
+        key, s = self.prefix + f.path, self.store
+        if f.size <= self.settings.part_size_for(f.size):
+            self._submit("object", f.path, f, None, s._put_small, key, f, *self._write_args())
+        else:
+            self._submit("start", f.path, f, None, s._start_multipart, key, f, resume, self.stop, self.check)
+
+    def _decide(self, f: LocalFile) -> None:
+        """A hashed file: skip it if an object of its size may already be it (HeadObject tells), else send it."""
+        self.results[f.path] = f
+        if self.sizes.get(self.prefix + f.path) == f.size:
+            self._submit("head", f.path, f, None, self.store.head, self.prefix + f.path)
+        else:
+            self._start(f)
+
+    def _feed_hashers(self) -> None:
+        while self.queue and self.hashing < _hashers(self.settings):
+            self.hashing += 1
+            rel = self.queue.popleft()
+            self._submit("hash", rel, None, None, _hash_one, self.root, rel, self.progress)
+
+    def _finished(self, fut: Future[Any], kind: str, path: str, f: LocalFile | None, mpu: _Multipart | None) -> None:
+        try:
+            result = fut.result()
+        except _RestartFresh:
+            self._restart(path, f)
+            return
+        except Exception as err:
+            raise _upload_failed(path, self.store.url(self.prefix), err) from err
+        getattr(self, f"_on_{kind}")(path, f, mpu, result)
+
+    def _restart(self, path: str, f: LocalFile | None) -> None:
+        assert f is not None
+        self.restarts[path] = self.restarts.get(path, 0) + 1
+        if self.restarts[path] > _MAX_RESTARTS:
+            raise BuildError(
+                f"{self.store.url(self.prefix + path)} keeps changing under this upload; another publisher "
+                "with different content is writing the same prefix. Stop it, then re-run"
+            ) from None
+        self._start(f, resume=False)
+
+    def _on_hash(self, path: str, f: LocalFile | None, mpu: _Multipart | None, result: LocalFile) -> None:
+        self.hashing -= 1
+        self._decide(result)
+        self._feed_hashers()
+
+    def _on_put(self, path: str, f: LocalFile | None, mpu: _Multipart | None, result: Any) -> None:
+        self.results[path], self.etags[path] = result
+        self.stats.add(objects_uploaded=1)
+
+    def _on_head(self, path: str, f: LocalFile | None, mpu: _Multipart | None, result: Any) -> None:
+        assert f is not None
+        if result is not None and result.size == f.size and result.sha256 == f.sha256:
+            self.etags[path] = result.etag
+            self.stats.add(objects_skipped=1)
+        else:
+            self._start(f)
+
+    def _on_start(self, path: str, f: LocalFile | None, mpu: _Multipart | None, result: _Multipart) -> None:
+        for number in range(1, result.count + 1):
+            self._submit("part", path, f, result, self.store._send_part, result, number, *self._write_args())
+
+    def _on_part(self, path: str, f: LocalFile | None, mpu: _Multipart | None, result: Any) -> None:
+        assert mpu is not None
+        mpu.remaining -= 1
+        if mpu.remaining == 0:
+            self._submit("complete", path, f, mpu, self.store._complete, mpu, self.stop)
+
+    def _on_object(self, path: str, f: LocalFile | None, mpu: _Multipart | None, result: str) -> None:
+        self.etags[path] = result
+        self.stats.add(objects_uploaded=1)
+
+    _on_complete = _on_object
 
 
 def _upload_failed(path: str, url: str, err: Exception) -> BuildError:
