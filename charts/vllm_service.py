@@ -76,10 +76,6 @@ class VllmService(Construct):
         )
 
         digest = profile_digest(config, profile)
-        expected = {"digest": digest, "inputs": artifact_inputs(config, profile), "profile": profile.name}
-        volume_mounts = [k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=True)]
-        probe = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
-
         self.deployment = k8s.KubeDeployment(
             self,
             "Deployment",
@@ -95,59 +91,9 @@ class VllmService(Construct):
                         service_account_name=service_account_name(profile),
                         **trn2_placement(self.claim_template.name),
                         termination_grace_period_seconds=60,
-                        init_containers=[
-                            k8s.Container(
-                                name="verify-artifact",
-                                image=profile.image.uri,
-                                command=check_mounted.command(artifact_dir(config, profile), expected),
-                                env=[k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH)],
-                                resources=k8s.ResourceRequirements(
-                                    requests={"cpu": k8s.Quantity.from_string("500m"), "memory": gi(1)},
-                                    limits={"cpu": k8s.Quantity.from_string("1"), "memory": gi(1)},
-                                ),
-                                volume_mounts=[
-                                    *volume_mounts,
-                                    k8s.VolumeMount(name="code", mount_path=CODE_PATH, read_only=True),
-                                ],
-                            )
-                        ],
-                        containers=[
-                            k8s.Container(
-                                name="vllm",
-                                image=profile.image.uri,
-                                command=["vllm"],
-                                args=vllm_args(config, profile),
-                                env=[k8s.EnvVar(name=k, value=v) for k, v in sorted(vllm_env(config, profile).items())],
-                                ports=[k8s.ContainerPort(name="http", container_port=profile.port)],
-                                resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
-                                volume_mounts=[*volume_mounts, k8s.VolumeMount(name="dshm", mount_path="/dev/shm")],
-                                startup_probe=k8s.Probe(
-                                    http_get=probe,
-                                    period_seconds=30,
-                                    timeout_seconds=10,
-                                    failure_threshold=max(1, profile.startup_timeout_minutes * 2),
-                                ),
-                                readiness_probe=k8s.Probe(
-                                    http_get=probe, period_seconds=10, timeout_seconds=5, failure_threshold=3
-                                ),
-                                liveness_probe=k8s.Probe(
-                                    http_get=probe, period_seconds=30, timeout_seconds=10, failure_threshold=4
-                                ),
-                            )
-                        ],
-                        volumes=[
-                            k8s.Volume(
-                                name="models",
-                                persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
-                                    claim_name=self.volume.claim_name, read_only=True
-                                ),
-                            ),
-                            k8s.Volume(
-                                name="dshm",
-                                empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=gi(SHM_GIB)),
-                            ),
-                            code.volume(),
-                        ],
+                        init_containers=[verify_artifact_container(config, profile)],
+                        containers=[vllm_container(config, profile)],
+                        volumes=pod_volumes(self.volume.claim_name, code),
                     ),
                 ),
             ),
@@ -164,3 +110,65 @@ class VllmService(Construct):
                 ],
             ),
         )
+
+
+MODELS_MOUNT = k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=True)
+
+
+def verify_artifact_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Container:
+    """The init container: the mounted artifact must match the profile before vLLM starts (never a compile)."""
+    expected = {
+        "digest": profile_digest(config, profile),
+        "inputs": artifact_inputs(config, profile),
+        "profile": profile.name,
+    }
+    return k8s.Container(
+        name="verify-artifact",
+        image=profile.image.uri,
+        command=check_mounted.command(artifact_dir(config, profile), expected),
+        env=[k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH)],
+        resources=k8s.ResourceRequirements(
+            requests={"cpu": k8s.Quantity.from_string("500m"), "memory": gi(1)},
+            limits={"cpu": k8s.Quantity.from_string("1"), "memory": gi(1)},
+        ),
+        volume_mounts=[MODELS_MOUNT, k8s.VolumeMount(name="code", mount_path=CODE_PATH, read_only=True)],
+    )
+
+
+def vllm_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Container:
+    """vLLM on the claimed devices, with the profile's command line and environment and health probes."""
+    return k8s.Container(
+        name="vllm",
+        image=profile.image.uri,
+        command=["vllm"],
+        args=vllm_args(config, profile),
+        env=[k8s.EnvVar(name=k, value=v) for k, v in sorted(vllm_env(config, profile).items())],
+        ports=[k8s.ContainerPort(name="http", container_port=profile.port)],
+        resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
+        volume_mounts=[MODELS_MOUNT, k8s.VolumeMount(name="dshm", mount_path="/dev/shm")],
+        **health_probes(profile),
+    )
+
+
+def health_probes(profile: ServingProfile) -> dict[str, k8s.Probe]:
+    """Startup allows `startup_timeout_minutes` to load the artifact (30 s periods); then readiness and liveness."""
+    probe = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
+    return {
+        "startup_probe": k8s.Probe(
+            http_get=probe, period_seconds=30, timeout_seconds=10, failure_threshold=profile.startup_timeout_minutes * 2
+        ),
+        "readiness_probe": k8s.Probe(http_get=probe, period_seconds=10, timeout_seconds=5, failure_threshold=3),
+        "liveness_probe": k8s.Probe(http_get=probe, period_seconds=30, timeout_seconds=10, failure_threshold=4),
+    }
+
+
+def pod_volumes(models_claim: str, code: CodeBundle) -> list[k8s.Volume]:
+    """The bucket (read-only), shared memory for NxDI and the verify script."""
+    return [
+        k8s.Volume(
+            name="models",
+            persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(claim_name=models_claim, read_only=True),
+        ),
+        k8s.Volume(name="dshm", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=gi(SHM_GIB))),
+        code.volume(),
+    ]
