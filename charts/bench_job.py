@@ -2,7 +2,8 @@
 then writes the results to s3://<bucket>/results/ and to CloudWatch.
 
 Static parts (service account, code, config) are applied by `cdk deploy` with the serving chart;
-`make bench` renders the Job itself with `python -m charts.bench_job` once the services are ready.
+`make bench` renders the Job itself (render_bench_job, run by `python -m ops.run_benchmark`) once the services are
+ready.
 """
 
 from __future__ import annotations

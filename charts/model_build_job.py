@@ -52,7 +52,7 @@ def build_job_name(config: DeploymentConfig, profile: ServingProfile) -> str:
     return f"build-{profile.name}-{profile_digest(config, profile)[:12]}"
 
 
-def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name: str) -> str:
+def build_script(profile: ServingProfile, bucket_name: str) -> str:
     out = f"{SCRATCH_PATH}/artifact"
     cli = f"python3 -m model_build --config {CONFIG_PATH}/config.yaml --bucket {bucket_name} --models-root {MOUNT_PATH}"
     return "\n".join(
@@ -138,7 +138,7 @@ class ModelBuildJob(Construct):
                             k8s.Container(
                                 name="build",
                                 image=profile.image.uri,
-                                command=["/bin/bash", "-c", build_script(config, profile, bucket_name)],
+                                command=["/bin/bash", "-c", build_script(profile, bucket_name)],
                                 env=[
                                     *job_code_env(config.region),
                                     k8s.EnvVar(name="NEURON_RT_VIRTUAL_CORE_SIZE", value=lnc),

@@ -20,7 +20,7 @@ def service_account_name(profile: ServingProfile) -> str:
     return f"{profile.name}-vllm"
 
 
-def labels(config: DeploymentConfig, profile: ServingProfile) -> dict[str, str]:
+def labels(profile: ServingProfile) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "vllm",
         "app.kubernetes.io/instance": profile.name,
@@ -52,7 +52,7 @@ class VllmService(Construct):
         self.profile = profile
         self.name = profile.name
         ns = config.namespace
-        self.labels = labels(config, profile)
+        self.labels = labels(profile)
         selector = {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": profile.name}
 
         self.claim_template = NeuronClaimTemplate(

@@ -21,7 +21,6 @@ from model_build.manifest import MANIFEST_NAME, Manifest, ManifestFile
 from model_build.publish import PublishResult, publish_tree, read_manifest
 from model_build.transfer import S3Store, TransferStats
 
-DEFAULT_SCRATCH = "/tmp/trn-specdec/hf"
 # Weights in formats NxDI does not load: skip them (Qwen3 repos ship safetensors).
 IGNORE_PATTERNS = ["*.bin", "*.pth", "*.pt", "*.gguf", "*.msgpack", "*.h5", "original/*"]
 

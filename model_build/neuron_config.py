@@ -18,7 +18,7 @@ COMPILED_METHODS = ("none", "fused-draft")  # decoding methods model_build compi
 GREEDY_SAMPLING = {"top_k": 1, "do_sample": False}
 
 
-def target_neuron_config(config: DeploymentConfig, profile: ServingProfile) -> dict[str, Any]:
+def target_neuron_config(profile: ServingProfile) -> dict[str, Any]:
     """NeuronConfig(**kwargs) for the target (line numbers: models/config.py at v0.6.10598)."""
     kwargs: dict[str, Any] = {
         "tp_degree": profile.placement.tensor_parallel_size,  # :293
@@ -55,6 +55,6 @@ def compiled_neuron_config(config: DeploymentConfig, profile: ServingProfile) ->
     """What `compile` passes to NxDI for this profile, or None for a method model_build does not compile."""
     if profile.decoding.method not in COMPILED_METHODS:
         return None
-    target = target_neuron_config(config, profile)
+    target = target_neuron_config(profile)
     draft = draft_neuron_config(target) if isinstance(profile.decoding, DraftSpeculation) else None
     return {"target": target, "draft": draft}

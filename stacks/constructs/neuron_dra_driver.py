@@ -6,14 +6,13 @@ from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-# Pinned chart; value keys checked against the chart source (see README "Neuron DRA driver").
+# Pinned chart (the version the values below were written for: devicePlugin, npd, scheduler, draDriver).
 NEURON_CHART_REPOSITORY = "oci://public.ecr.aws/neuron/neuron-helm-chart"
 NEURON_CHART_NAME = "neuron-helm-chart"
 NEURON_CHART_VERSION = "1.9.0"
 # The chart renders its own Namespace "neuron-dra-driver" for the driver; the release record lives in
 # kube-system so Helm does not try to create that namespace a second time.
 NEURON_RELEASE_NAMESPACE = "kube-system"
-NEURON_DRIVER_NAMESPACE = "neuron-dra-driver"
 
 
 class NeuronDraDriver(Construct):

@@ -168,6 +168,6 @@ def test_a_change_in_the_compile_keywords_alone_moves_the_digest(default_config,
     profile = default_config.profile("speculative")
     before = profile_digest(default_config, profile)
     derive = neuron_config.target_neuron_config
-    monkeypatch.setattr(neuron_config, "target_neuron_config", lambda c, p: {**derive(c, p), "ctx_batch_size": 2})
+    monkeypatch.setattr(neuron_config, "target_neuron_config", lambda p: {**derive(p), "ctx_batch_size": 2})
     assert profile_digest(default_config, profile) != before
     assert artifact_inputs(default_config, profile)["neuron_config"]["draft"]["ctx_batch_size"] == 2
