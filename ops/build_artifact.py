@@ -1,59 +1,156 @@
-"""Render the model-build Job of one profile as YAML on stdout (used by `make build PROFILE=...`).
+"""`make build PROFILE=...`: build a profile's artifact in the cluster, only when its manifest is missing.
 
-python -m ops.build_artifact PROFILE --account ACCOUNT_ID [--config config/default.yaml]
+python -m ops.build_artifact PROFILE --apply [--config config/default.yaml]
+python -m ops.build_artifact PROFILE --account ACCOUNT_ID     # print the model-build Job YAML instead
+
+Building frees the profile's devices by scaling its Deployment to 0, so the service is touched only when S3
+answered that the artifact's manifest is missing. A check S3 did not answer (credentials, throttling, network)
+stops with exit 2 and a committed but damaged prefix stops with exit 1 and the repair; neither changes anything.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
+from dataclasses import dataclass
 
 from charts.model_build_job import profile_of, render_build_job
-from config import load_config
-from config.exit_codes import EXIT_FAILED, EXIT_OK
+from config import DeploymentConfig, ServingProfile, load_config
+from config.bucket_layout import artifact_prefix
+from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from model_build.checkpoints import profile_models
+from model_build.errors import BuildError, build_command
+from model_build.plan import build_plan
+from model_build.verify import verify_artifact
 from ops.kubectl import aws_account, follow_job, kubectl, run_or_print, start_job
 from ops.stage_checkpoints import stage_models
 
 
+@dataclass(frozen=True)
+class ArtifactCheck:
+    """What S3 said about a profile's artifact prefix."""
+
+    prefix_url: str
+    committed: bool  # a manifest is there (readable or not): serving may be reading the prefix
+    problems: tuple[str, ...] = ()  # why a committed prefix does not verify
+
+    @property
+    def published(self) -> bool:
+        return self.committed and not self.problems
+
+
+def check_artifact(config: DeploymentConfig, profile: ServingProfile, bucket: str) -> ArtifactCheck:
+    """The cheap verify of the profile's published artifact: its manifest, then each object's size and sha256
+    metadata. A question S3 did not answer (credentials, throttling, network) is a BuildError with exit code 2,
+    never a "missing": the caller must not take serving down on an answer it did not get."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from model_build.transfer import S3Store, TransferSettings, make_s3_client
+
+    plan = build_plan(config, profile, bucket=bucket)
+    store = S3Store(make_s3_client(config.region, TransferSettings()), bucket)
+    prefix_url = store.url(artifact_prefix(plan.digest))
+    try:
+        report = verify_artifact(store, plan)
+    except BuildError as err:
+        if err.code == EXIT_FAILED:  # a manifest that is there but cannot be read: a damaged commit
+            return ArtifactCheck(prefix_url, committed=True, problems=(str(err),))
+        raise _unanswered(profile, err) from None
+    except (BotoCoreError, ClientError) as err:
+        raise _unanswered(profile, err) from None
+    return ArtifactCheck(prefix_url, committed=report.manifest is not None, problems=tuple(report.problems))
+
+
+def _unanswered(profile: ServingProfile, err: Exception) -> BuildError:
+    return BuildError(
+        f"{profile.name}: could not check its published artifact: {err}. Nothing was changed: deploy/{profile.name} "
+        f"keeps serving. Fix the AWS credentials or network (or wait out the throttling), then run "
+        f"`{build_command(profile.name)}` again",
+        EXIT_USAGE,
+    )
+
+
+def damaged(profile: ServingProfile, check: ArtifactCheck) -> str:
+    """What to do about a committed prefix (it has a manifest) whose content is wrong: never rebuild over it."""
+    problems = "".join(f"\n  - {p}" for p in check.problems)
+    prefix_url = check.prefix_url
+    return (
+        f"{profile.name}: {prefix_url} is committed (it has a manifest) but damaged:{problems}\n"
+        f"Nothing was changed. A build does not overwrite a committed prefix (serving may be reading it), so repair "
+        f"it by hand: delete the prefix (aws s3 rm --recursive {prefix_url}), then run `{build_command(profile.name)}`"
+        " again"
+    )
+
+
 def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) -> int:
-    """Stage the profile's checkpoints if needed, apply the Job and wait for it; 0 only when the artifact is
-    published. Serving reads the checkpoints too (config, tokenizer), so they are staged even if the artifact
-    already exists."""
+    """Stage the profile's checkpoints if needed, then build its artifact only if its manifest is missing; 0 only
+    when the artifact is published. Serving reads the checkpoints too (config, tokenizer), so they are staged
+    even if the artifact already exists. Nothing touches the service unless S3 said the manifest is missing."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     config = load_config(config_path)
     profile = profile_of(config, profile_name)
     account = aws_account(config)
-    staged = stage_models(config, account, profile_models(profile), poll_s=poll_s)
+    bucket = config.models_bucket_name(account)
+    try:
+        staged = stage_models(config, account, profile_models(profile), poll_s=poll_s)
+    except (BotoCoreError, ClientError) as err:
+        raise _unanswered(profile, err) from None
     if staged != 0:
         return staged
-    bucket = config.models_bucket_name(account)
-    cli = [sys.executable, "-m", "model_build", *(["--config", config_path] if config_path else [])]
-    if subprocess.run([*cli, "--bucket", bucket, "verify", profile_name]).returncode == 0:
-        print(f"{profile_name}: artifact already published and verified; nothing to build")
+    check = check_artifact(config, profile, bucket)
+    if check.published:
+        print(f"{profile_name}: artifact {check.prefix_url} already published and verified; nothing to build")
         return EXIT_OK
-    objects = render_build_job(config, profile_name, account)
+    if check.committed:
+        print(damaged(profile, check), file=sys.stderr)
+        return EXIT_FAILED
+    return build_missing(config, profile, account, poll_s=poll_s)
+
+
+def build_missing(config: DeploymentConfig, profile: ServingProfile, account: str, *, poll_s: float) -> int:
+    """Free the profile's devices, run its build Job, and scale the service back whatever the Job did."""
+    objects = render_build_job(config, profile.name, account)
     job = objects[0]["metadata"]["name"]
     ns = config.namespace
-    print(f"{profile_name}: freeing its devices (scale deploy/{profile_name} to 0) and starting job/{job}")
-    kubectl("-n", ns, "scale", f"deploy/{profile_name}", "--replicas=0")
+    name = profile.name
+    print(f"{name}: artifact not published yet; freeing its devices (scale deploy/{name} to 0) and starting job/{job}")
+    kubectl("-n", ns, "scale", f"deploy/{name}", "--replicas=0")
+    ok = False
     try:
         start_job(ns, objects)
-        ok = follow_job(
-            ns, job, poll_s=poll_s, waiting=lambda _: print(f"{profile_name}: waiting for job/{job} to start")
-        )
+        ok = follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"{name}: waiting for job/{job} to start"))
     finally:
-        kubectl("-n", ns, "scale", f"deploy/{profile_name}", f"--replicas={profile.replicas}", check=False)
-        print(f"{profile_name}: deploy/{profile_name} scaled back to {profile.replicas}")
+        restored = scale_back(ns, name, profile.replicas)
     if not ok:
         print(
-            f"{profile_name}: job/{job} failed; see `kubectl -n {ns} logs job/{job}` "
+            f"{name}: job/{job} failed; see `kubectl -n {ns} logs job/{job}` "
             "(a 'Killed' line means the host ran out of memory)",
             file=sys.stderr,
         )
         return EXIT_FAILED
-    print(f"{profile_name}: job/{job} succeeded")
-    return EXIT_OK
+    print(f"{name}: job/{job} succeeded")
+    return EXIT_OK if restored else EXIT_FAILED
+
+
+def scale_back(namespace: str, name: str, replicas: int) -> bool:
+    """Give the devices back to the service; say so only when kubectl did it, else say how to do it by hand."""
+    command = ("-n", namespace, "scale", f"deploy/{name}", f"--replicas={replicas}")
+    try:
+        result = kubectl(*command, check=False)
+        said = (result.stderr or result.stdout).strip().splitlines()
+        failure = None if result.returncode == 0 else (said[-1] if said else f"exit code {result.returncode}")
+    except BuildError as err:  # kubectl itself is gone
+        failure = str(err)
+    if failure is None:
+        print(f"{name}: deploy/{name} scaled back to {replicas}")
+        return True
+    print(
+        f"{name}: could not scale deploy/{name} back to {replicas} ({failure}); it serves nothing until you run "
+        f"`kubectl {' '.join(command)}`",
+        file=sys.stderr,
+    )
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
+import re
 from typing import Any
 
 import kubernetes_validate
@@ -11,8 +13,9 @@ import pytest
 
 from charts import render_serving
 from charts.neuron_claim import node_share
+from charts.serving_chart import render_groups
 from charts.vllm_args import artifact_dir
-from config import parse_config
+from config import DeploymentConfig, parse_config
 from model_build.digest import profile_digest
 from tests.charts.conftest import TEST_BUCKET, of_kind
 from tests.conftest import default_config_dict
@@ -51,10 +54,29 @@ def test_namespace_comes_first_so_kubectl_can_apply_in_order(serving_objects, de
     assert {o["metadata"]["namespace"] for o in namespaced} == {default_config.namespace}
 
 
-def _decoding_free(deployment: dict[str, Any], profile_name: str, digest: str) -> dict[str, Any]:
-    """The deployment with exactly the decoding-method fields removed and profile-derived names neutralised."""
-    d = copy.deepcopy(deployment)
-    pod = d["spec"]["template"]["spec"]
+# "Identical except decoding", over each profile's whole service: the objects of its chart group (claim
+# template, PV/PVC, service account, Deployment, Service) and its Pod Identity role in the Workloads template.
+# These are the only differences allowed between two profiles; `_decoding_free` removes exactly these.
+ALLOWED_DIFFERENCES = (
+    "names, labels, selectors and the role's description derived from the profile name",
+    "the label trn-specdec/decoding, which names the method",
+    "vLLM's --speculative-config and enable_fused_speculation in --override-neuron-config",
+    "the artifact digest: pod annotation, NEURON_COMPILED_ARTIFACTS, the init check's --dir, artifacts/<digest>/",
+    "the init check's expected decoding inputs: decoding, draft, num_speculative_tokens and the NxDI keywords they "
+    "set (the draft's config, the target's speculation_length and enable_fused_speculation)",
+    "the role may read the draft's checkpoint prefix",
+)
+SERVICE_KINDS = {
+    "ResourceClaimTemplate",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "ServiceAccount",
+    "Deployment",
+    "Service",
+}
+
+
+def _drop_decoding_args(pod: dict[str, Any]) -> None:
     (vllm,) = pod["containers"]
     args = vllm["args"]
     if "--speculative-config" in args:
@@ -69,23 +91,102 @@ def _decoding_free(deployment: dict[str, Any], profile_name: str, digest: str) -
     expected = json.loads(init["command"][i + 1])
     for key in ("decoding", "draft", "num_speculative_tokens"):
         expected["inputs"].pop(key)
-    compiled = expected["inputs"]["neuron_config"]  # the NxDI keywords: the draft's, and k with fused speculation
+    compiled = expected["inputs"]["neuron_config"]
     compiled.pop("draft")
     for key in ("speculation_length", "enable_fused_speculation"):
         compiled["target"].pop(key, None)
     init["command"][i + 1] = json.dumps(expected, sort_keys=True)
-    for labels in (d["metadata"]["labels"], d["spec"]["template"]["metadata"]["labels"]):
-        labels.pop("trn-specdec/decoding")
-    text = json.dumps(d, sort_keys=True).replace(digest, "<digest>").replace(profile_name, "<profile>")
+
+
+def _drop_draft_checkpoint(policy: dict[str, Any], draft: str | None) -> None:
+    """Remove the GetObject grant on the draft's checkpoint prefix (checkpoints/<hf_id>/<revision>/)."""
+    if draft is None:
+        return
+    tail = f"/checkpoints/{draft}/*"
+    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        kept = [r for r in resources if not _arn_text(r).endswith(tail)]
+        statement["Resource"] = kept if len(kept) > 1 else kept[0]
+
+
+def _arn_text(arn: str | dict[str, Any]) -> str:
+    """The literal tail of an ARN, which CloudFormation may join from parts (partition, account)."""
+    return arn if isinstance(arn, str) else arn["Fn::Join"][1][-1]
+
+
+def _decoding_free(objects: list[dict[str, Any]], profile: str, draft: str | None) -> dict[str, Any]:
+    """One profile's service with exactly the ALLOWED_DIFFERENCES neutralised, keyed by kind and name.
+
+    `objects` are its chart group, plus its role resources from the Workloads template (keyed by type alone:
+    one of each); `draft` is the draft's "<hf_id>/<revision>" or None."""
+    objects = copy.deepcopy(objects)
+    (deployment,) = [o for o in objects if o.get("kind") == "Deployment"]
+    digest = deployment["spec"]["template"]["metadata"]["annotations"]["trn-specdec/artifact-digest"]
+    _drop_decoding_args(deployment["spec"]["template"]["spec"])
+    for o in objects:
+        if o.get("Type") == "AWS::IAM::Policy":
+            _drop_draft_checkpoint(o, draft)
+        for labels in (o.get("metadata", {}).get("labels"), deployment["spec"]["template"]["metadata"]["labels"]):
+            if labels:
+                labels.pop("trn-specdec/decoding", None)
+    text = json.dumps(objects, sort_keys=True).replace(digest, "<digest>")
+    text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(profile)}(?![A-Za-z0-9])", "<profile>", text)
+    return {f"{o.get('kind') or o['Type']} {o.get('metadata', {}).get('name', '')}": o for o in json.loads(text)}
+
+
+def _role_resources(template: dict[str, Any], service_account: str) -> list[dict[str, Any]]:
+    """The Pod Identity association of a service account, its role and the role's policies, following the
+    template's own references; logical ids become placeholders (they carry a hash of the construct path)."""
+    res = template["Resources"]
+    (association,) = [
+        r
+        for r in res.values()
+        if r["Type"] == "AWS::EKS::PodIdentityAssociation" and r["Properties"]["ServiceAccount"] == service_account
+    ]
+    role_id = association["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    policies = {k: r for k, r in res.items() if {"Ref": role_id} in r["Properties"].get("Roles", [])}
+    assert policies and res[role_id]["Type"] == "AWS::IAM::Role"
+    found = [association, res[role_id], *policies.values()]
+    text = json.dumps(found).replace(role_id, "<role>")
+    for policy_id in policies:
+        text = text.replace(policy_id, "<policy>")
     return json.loads(text)
 
 
-def test_baseline_and_speculative_deployments_differ_only_in_decoding(serving_objects, default_config):
-    deployments = of_kind(serving_objects, "Deployment")
-    base, spec = (default_config.profile(n) for n in ("baseline", "speculative"))
-    a = _decoding_free(deployments["baseline"], "baseline", profile_digest(default_config, base))
-    b = _decoding_free(deployments["speculative"], "speculative", profile_digest(default_config, spec))
-    assert a == b
+def _services(config: DeploymentConfig, template: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Each profile's whole service, decoding-free: chart group (+ role when a Workloads template is given)."""
+    groups = render_groups(config, TEST_BUCKET)
+    services = {}
+    for p in config.profiles:
+        objects = groups[f"service-{p.name}"]
+        assert {o["kind"] for o in objects} == SERVICE_KINDS
+        if template is not None:
+            (account,) = [o["metadata"]["name"] for o in objects if o["kind"] == "ServiceAccount"]
+            objects = objects + _role_resources(template, account)
+        draft = getattr(p.decoding, "draft", None)
+        checkpoint = f"{config.models[draft].hf_id}/{config.models[draft].revision}" if draft else None
+        services[p.name] = _decoding_free(objects, p.name, checkpoint)
+    return services
+
+
+def test_baseline_and_speculative_services_differ_only_in_decoding(default_config, synth):
+    """Everything a profile deploys, role included, equals the other profile's up to ALLOWED_DIFFERENCES."""
+    services = _services(default_config, synth.template("Workloads"))
+    kinds = {key.split()[0] for key in services["baseline"]}
+    assert kinds == SERVICE_KINDS | {"AWS::EKS::PodIdentityAssociation", "AWS::IAM::Role", "AWS::IAM::Policy"}
+    assert services["baseline"] == services["speculative"]
+
+
+def test_every_pair_of_three_profiles_differs_only_in_decoding():
+    """The README's third profile (spec-k5) is held to the same rule, against each of the other two."""
+    data = default_config_dict()
+    data["trn2_nodes"].update(max_size=2)
+    data["profiles"].append(
+        {"name": "spec-k5", "decoding": {"method": "fused-draft", "draft": "qwen3-1-7b", "num_speculative_tokens": 5}}
+    )
+    services = _services(parse_config(data), template=None)
+    for a, b in itertools.combinations(services, 2):
+        assert services[a] == services[b], (a, b)
 
 
 def test_the_decoding_difference_is_exactly_the_speculative_flags(serving_objects):

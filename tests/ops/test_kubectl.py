@@ -1,25 +1,39 @@
 """`make build` and `make stage` orchestration against a scripted kubectl on PATH (no cluster here) and moto:
 the profile's devices are freed before the build Job starts and its Deployment is scaled back whether the Job
-succeeds or fails; checkpoints are staged by a Job only when their manifest is missing."""
+succeeds or fails; checkpoints are staged by a Job only when their manifest is missing. A build touches the
+service only when S3 answered that the artifact's manifest is missing: a check S3 did not answer (a loopback
+proxy in front of moto refuses, throttles or drops the artifact requests) or a damaged committed prefix stops
+before any kubectl call."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import stat
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from config import load_config
-from config.bucket_layout import checkpoint_prefix
+from config.bucket_layout import artifact_prefix, checkpoint_prefix
 from model_build.errors import BuildError
 from model_build.manifest import MANIFEST_NAME
+from model_build.plan import build_plan
+from model_build.publish import publish_artifact
+from model_build.transfer import S3Store
+from ops.build_artifact import main as build_main
 from ops.build_artifact import run_build
 from ops.kubectl import follow_job, start_job
 from ops.stage_checkpoints import main as stage_main
 from ops.stage_checkpoints import run_stage
 from tests.conftest import MOTO_ACCOUNT
+from tests.model_build.conftest import SMALL, fake_compile
 
 FAKE_KUBECTL = """#!{python}
 import json, os, sys
@@ -40,6 +54,8 @@ if "get" in args and "job" in args:
     final = os.environ["FAKE_JOB_RESULT"]
     status = {{"active": 1}} if calls < 3 else {{"conditions": [{{"type": final, "status": "True"}}]}}
     print(json.dumps({{"status": status}}))
+elif "scale" in args and os.environ.get("FAKE_SCALE_FAILS") in args:
+    sys.exit("error: failed to patch deployment: the server was unable to return a response in the time allotted")
 elif "logs" in args:
     print("compiling...")
 elif "apply" in args:
@@ -87,7 +103,7 @@ def _bucket(staged: list[str]) -> None:
 
 
 @pytest.mark.parametrize(("result", "code"), [("Complete", 0), ("Failed", 1)])
-def test_build_frees_the_devices_then_scales_the_service_back(aws_env, fake_kubectl, monkeypatch, result, code):
+def test_build_frees_the_devices_then_scales_the_service_back(aws_env, fake_kubectl, monkeypatch, capsys, result, code):
     _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
     monkeypatch.setenv("FAKE_JOB_RESULT", result)
     assert run_build(None, "speculative", poll_s=0) == code  # verify finds no artifact in the empty bucket
@@ -96,6 +112,156 @@ def test_build_frees_the_devices_then_scales_the_service_back(aws_env, fake_kube
     assert calls[0] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=0"]
     assert verbs.index("scale") < verbs.index("apply") and "delete" not in verbs
     assert calls[-1] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=1"]
+    assert "deploy/speculative scaled back to 1" in capsys.readouterr().out
+
+
+def test_scaled_back_is_said_only_when_the_scale_succeeded(aws_env, fake_kubectl, monkeypatch, capsys):
+    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
+    monkeypatch.setenv("FAKE_SCALE_FAILS", "--replicas=1")
+    assert run_build(None, "speculative", poll_s=0) == 1  # built, but the service is still down
+    assert fake_kubectl()[-1] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=1"]
+    out, err = capsys.readouterr()
+    assert "scaled back" not in out and "job/build-speculative-" in out
+    assert "could not scale deploy/speculative back to 1 (error: failed to patch deployment" in err
+    assert "`kubectl -n trn-specdec scale deploy/speculative --replicas=1`" in err
+
+
+def _publish_artifact(tmp_path: Path, profile: str) -> tuple[S3Store, str]:
+    """A (fake) compiled artifact of `profile`, published to the models bucket: (store, artifact prefix)."""
+    import boto3
+
+    config = load_config()
+    plan = build_plan(config, config.profile(profile), bucket=config.models_bucket_name(MOTO_ACCOUNT))
+    fake_compile(tmp_path / profile, plan, files={"neuron_config.json": 200, "model.pt": 3000, "weights/tp0.st": 5000})
+    store = S3Store(boto3.client("s3", region_name=config.region), plan.bucket or "", SMALL)
+    publish_artifact(store, plan, tmp_path / profile)
+    return store, artifact_prefix(plan.digest)
+
+
+def test_a_published_artifact_that_verifies_is_not_rebuilt(aws_env, fake_kubectl, tmp_path, capsys):
+    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    _publish_artifact(tmp_path, "speculative")
+    assert run_build(None, "speculative", poll_s=0) == 0
+    assert fake_kubectl() == []
+    assert "already published and verified; nothing to build" in capsys.readouterr().out
+
+
+def _delete_object(store: S3Store, prefix: str) -> str:
+    store.client.delete_object(Bucket=store.bucket, Key=prefix + "weights/tp0.st")
+    return "weights/tp0.st: missing from"
+
+
+def _truncate_object(store: S3Store, prefix: str) -> str:
+    store.client.put_object(Bucket=store.bucket, Key=prefix + "model.pt", Body=b"short")
+    return "model.pt: size is 5 bytes, expected 3000"
+
+
+def _garble_manifest(store: S3Store, prefix: str) -> str:
+    store.client.put_object(Bucket=store.bucket, Key=prefix + MANIFEST_NAME, Body=b"{not json")
+    return "manifest.json is not a readable manifest"
+
+
+@pytest.mark.parametrize("damage", [_delete_object, _truncate_object, _garble_manifest])
+def test_a_damaged_committed_prefix_stops_with_the_repair_and_touches_nothing(
+    aws_env, fake_kubectl, tmp_path, capsys, damage
+):
+    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    store, prefix = _publish_artifact(tmp_path, "speculative")
+    problem = damage(store, prefix)
+    assert run_build(None, "speculative", poll_s=0) == 1
+    assert fake_kubectl() == []  # no scale-down, no Job: publish would refuse to overwrite the commit anyway
+    err = capsys.readouterr().err
+    assert f"{store.url(prefix)} is committed (it has a manifest) but damaged" in err and problem in err
+    assert f"aws s3 rm --recursive {store.url(prefix)}), then run `make build PROFILE=speculative` again" in err
+
+
+class _FaultyS3(BaseHTTPRequestHandler):
+    """Forwards every request to moto, except those for keys under artifacts/, which get `server.fault`."""
+
+    server: _FaultyS3Server
+
+    def _handle(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.server.fault and "/artifacts/" in self.path:
+            self.server.faulted += 1
+            if self.server.fault == "network":  # drop the connection without an answer
+                self.close_connection = True
+                return
+            status, code = {"credentials": (403, "ExpiredToken"), "throttling": (503, "SlowDown")}[self.server.fault]
+            error = f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}</Code><Message>{code}</Message></Error>"
+            self.send_response(status)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(error)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(error.encode())
+            return
+        upstream = http.client.HTTPConnection(*self.server.upstream, timeout=30)
+        upstream.request(self.command, self.path, body=body, headers=dict(self.headers))
+        response = upstream.getresponse()
+        data = response.read()
+        self.send_response(response.status)
+        for name, value in response.getheaders():
+            if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(name, value)
+        self.send_header("Content-Length", response.getheader("Content-Length", str(len(data))))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        upstream.close()
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _handle
+
+    def log_message(self, format: str, *args: object) -> None:  # keep pytest's output quiet
+        pass
+
+
+class _FaultyS3Server(ThreadingHTTPServer):
+    def __init__(self, upstream: str) -> None:
+        super().__init__(("127.0.0.1", 0), _FaultyS3)
+        split = urlsplit(upstream)
+        self.upstream = (split.hostname, split.port)
+        self.fault: str | None = None  # "credentials", "throttling" or "network" once a test sets it
+        self.faulted = 0
+
+
+@pytest.fixture
+def faulty_s3(aws_env, monkeypatch) -> Iterator[_FaultyS3Server]:
+    """AWS through the faulty proxy; botocore's retries run in full but without their backoff sleeps."""
+    from botocore.retries.standard import ExponentialBackoff
+
+    server = _FaultyS3Server(aws_env)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setattr(ExponentialBackoff, "delay_amount", lambda self, context: 0)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ("credentials", "access denied to s3://"),
+        ("throttling", "(SlowDown) when calling the GetObject operation (reached max retries"),
+        ("network", "Connection was closed before we received a valid response"),
+    ],
+)
+def test_a_check_s3_did_not_answer_stops_with_its_sentence_and_touches_nothing(
+    fake_kubectl, faulty_s3, tmp_path, capsys, fault, said
+):
+    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])  # every artifacts/ request fails, whatever the bucket holds
+    faulty_s3.fault = fault
+    assert build_main(["speculative", "--apply"]) == 2
+    assert faulty_s3.faulted >= 1
+    assert fake_kubectl() == []  # no scale-down, no Job
+    err = capsys.readouterr().err
+    assert "speculative: could not check its published artifact: " in err and said in err
+    assert "Nothing was changed: deploy/speculative keeps serving" in err and "Traceback" not in err
 
 
 def test_stage_runs_a_job_for_the_missing_models_only(aws_env, fake_kubectl, monkeypatch):
