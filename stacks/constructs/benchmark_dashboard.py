@@ -73,14 +73,16 @@ class BenchmarkDashboard(Construct):
 
         for case, kind in test_cases:
             itl = [metric(ITL, v, case, s) for v in variants for s in ("p50", "p90")]
+            # Metric-math ids are unique per graph: "base" is the same metric in every expression, each
+            # variant gets its own id (CloudWatch rejects one id naming two metrics in one widget).
             speedups = [
                 cw.MathExpression(
-                    expression="base / spec",
-                    using_metrics={"base": metric(ITL, baseline, case, "p50"), "spec": metric(ITL, v, case, "p50")},
+                    expression=f"base / spec{i}",
+                    using_metrics={"base": metric(ITL, baseline, case, "p50"), f"spec{i}": metric(ITL, v, case, "p50")},
                     label=f"{v} speedup",
                     period=PERIOD,
                 )
-                for v in others
+                for i, v in enumerate(others, start=1)
             ]
             self.dashboard.add_widgets(
                 cw.GraphWidget(title=f"{case} ({kind}): ITL ms", width=8, left=itl),
