@@ -1,7 +1,8 @@
 """Every valid config synthesizes the whole CDK app with zero cdk-nag findings and cfn-lint errors, not only
-the two fixed configs: hypothesis draws a few different ones per run (1 to 4 profiles, mixed decoding,
-devices x LNC, Capacity Block, retained bucket, both Kubernetes versions). A full synth costs ~5 s on
-2 cores, so each run synthesizes only a handful; runs are not derandomized, so CI covers more over time."""
+the fixed configs: hypothesis draws two different ones per run (1 to 4 profiles, mixed decoding, k,
+devices x LNC, replicas, on demand or Capacity Block, retained bucket, alarm topic, both Kubernetes
+versions). Cost on 2 cores: a synth 1-2 s once jsii runs, cfn-lint ~6 s to start plus ~2.5 s per config;
+so a run checks two configs, and runs are not derandomized, so CI covers more of the space over time."""
 
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def profiles(draw: st.DrawFn, name: str) -> dict[str, Any]:
         profile["decoding"] = {"method": "none"}
     if draw(st.booleans()):
         profile["placement"] = draw(placements())
+    if draw(st.booleans()):
+        profile["replicas"] = draw(st.integers(min_value=0, max_value=2))
     return profile
 
 
@@ -62,8 +65,12 @@ def valid_configs(draw: st.DrawFn) -> dict[str, Any]:
     data["serving"]["placement"] = draw(placements())
     data["kubernetes_version"] = draw(st.sampled_from(SUPPORTED_KUBERNETES_VERSIONS))
     data["bucket"]["retain_on_delete"] = draw(st.booleans())
-    claimed = sum((p.get("placement") or data["serving"]["placement"])["devices"] for p in data["profiles"])
-    max_size = math.ceil(claimed / TRN2.devices) + draw(st.integers(min_value=0, max_value=1))
+    if draw(st.booleans()):
+        data["observability"]["alarm_topic_arn"] = "arn:aws:sns:us-east-2:123456789012:trn-alerts"  # example account
+    claimed = sum(
+        (p.get("placement") or data["serving"]["placement"])["devices"] * p.get("replicas", 1) for p in data["profiles"]
+    )
+    max_size = max(1, math.ceil(claimed / TRN2.devices)) + draw(st.integers(min_value=0, max_value=1))
     trn2 = data["trn2_nodes"]
     trn2.update(min_size=1, desired_size=1, max_size=max_size)
     if draw(st.booleans()):
