@@ -6,8 +6,6 @@ import json
 import os
 import re
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,22 +106,20 @@ def synthesize(config: DeploymentConfig, outdir: Path) -> Synth:
     return Synth(config=config, outdir=outdir, templates=templates, validation_report=report)
 
 
-CFN_LINT = Path(sys.executable).with_name("cfn-lint")
-
-
 def cfn_lint_errors(*outdirs: Path) -> list[dict[str, Any]]:
-    """cfn-lint's error-level findings for every template of these cloud assemblies, in one run (its start-up
-    costs seconds); us-east-2 only, because other regions' schemas reject trn2.48xlarge (E3628)."""
+    """cfn-lint's error-level findings for every template of these cloud assemblies; us-east-2 only, because
+    other regions' schemas reject trn2.48xlarge (E3628). In-process: cfn-lint's start-up (~6 s of imports and
+    schemas on 2 cores) is paid once per session, not once per call."""
+    from cfnlint.api import ManualArgs, lint_by_config
+
     files = sorted(str(p) for d in outdirs for p in d.glob("*.template.json"))
     assert len(files) >= 4 * len(outdirs), f"missing templates in {outdirs}"
-    result = subprocess.run(
-        [str(CFN_LINT), "--regions", "us-east-2", "--format", "json", "--", *files],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode in (0, 2, 4, 6), result.stderr  # bit 2: errors, bit 4: warnings
-    return [f for f in json.loads(result.stdout or "[]") if f["Level"] == "Error"]
+    matches = lint_by_config(ManualArgs(templates=files, regions=["us-east-2"]))
+    return [
+        {"rule": m.rule.id, "file": m.filename, "line": m.linenumber, "message": m.message}
+        for m in matches
+        if m.rule.severity == "error"
+    ]
 
 
 @pytest.fixture(scope="session")
