@@ -21,6 +21,7 @@ class ObservabilityStack(Stack):
             dashboard_name=f"{config.name}-benchmark",
             namespace=config.observability.metrics_namespace,
             cluster_name=config.cluster_name,
+            k8s_namespace=config.namespace,
             baseline=config.baseline_profile.name,
             variants=[p.name for p in config.profiles],
             test_cases=[(c.name, c.kind) for c in DEFAULT_SUITE],

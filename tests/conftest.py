@@ -49,6 +49,31 @@ def variant_config_dict() -> dict[str, Any]:
     return data
 
 
+def readme_spec_k5_config_dict() -> dict[str, Any]:
+    """The README's tuning example: a third profile with k=5, and a second node for its devices."""
+    data = default_config_dict()
+    data["trn2_nodes"]["max_size"] = 2
+    data["profiles"].append(
+        {"name": "spec-k5", "decoding": {"method": "fused-draft", "draft": "qwen3-1-7b", "num_speculative_tokens": 5}}
+    )
+    return data
+
+
+def two_baselines_one_speculative_config_dict() -> dict[str, Any]:
+    """The first profile without speculation is the baseline; a second one is just another variant."""
+    data = default_config_dict()
+    data["trn2_nodes"]["max_size"] = 2
+    baseline, speculative = data["profiles"]
+    data["profiles"] = [baseline, {"name": "baseline-b", "decoding": {"method": "none"}}, speculative]
+    return data
+
+
+THREE_PROFILE_CONFIGS = {
+    "readme-spec-k5": readme_spec_k5_config_dict,
+    "two-baselines-one-speculative": two_baselines_one_speculative_config_dict,
+}
+
+
 @dataclass(frozen=True)
 class Synth:
     """One synthesized app: templates by stack name plus cdk-nag's validation report."""
@@ -83,6 +108,22 @@ def synthesize(config: DeploymentConfig, outdir: Path) -> Synth:
     return Synth(config=config, outdir=outdir, templates=templates, validation_report=report)
 
 
+def cfn_lint_errors(*outdirs: Path) -> list[dict[str, Any]]:
+    """cfn-lint's error-level findings for every template of these cloud assemblies; us-east-2 only, because
+    other regions' schemas reject trn2.48xlarge (E3628). In-process: cfn-lint's start-up (~6 s of imports and
+    schemas on 2 cores) is paid once per session, not once per call."""
+    from cfnlint.api import ManualArgs, lint_by_config
+
+    files = sorted(str(p) for d in outdirs for p in d.glob("*.template.json"))
+    assert len(files) >= 4 * len(outdirs), f"missing templates in {outdirs}"
+    matches = lint_by_config(ManualArgs(templates=files, regions=["us-east-2"]))
+    return [
+        {"rule": m.rule.id, "file": m.filename, "line": m.linenumber, "message": m.message}
+        for m in matches
+        if m.rule.severity == "error"
+    ]
+
+
 @pytest.fixture(scope="session")
 def default_config() -> DeploymentConfig:
     return load_config()
@@ -101,6 +142,15 @@ def synth(default_config: DeploymentConfig, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture(scope="session")
 def variant_synth(variant_config: DeploymentConfig, tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synthesize(variant_config, tmp_path_factory.mktemp("cdk.out.variant"))
+
+
+@pytest.fixture(scope="session")
+def three_profile_synths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synth]:
+    """The fixed three-profile configs: before issue 9 a third profile failed synth on the dashboard's metric ids."""
+    return {
+        name: synthesize(parse_config(make()), tmp_path_factory.mktemp(f"cdk.out.{name}"))
+        for name, make in THREE_PROFILE_CONFIGS.items()
+    }
 
 
 _ASSET_HASH = re.compile(r"[0-9a-f]{64}")

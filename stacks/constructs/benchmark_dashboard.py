@@ -15,7 +15,13 @@ PERIOD = Duration.hours(1)
 class BenchmarkDashboard(Construct):
     """One row per test case: token-weighted ITL p50/p90 of every variant, the ITL speedup of each
     speculative variant over the baseline as metric math, TTFT, end-to-end latency and output throughput;
-    on top, NeuronCore utilization of the Trainium2 nodes from Container Insights."""
+    on top, the serving pods from Container Insights.
+
+    No NeuronCore series: neuron-monitor "does not currently support environments using the Neuron DRA
+    Driver" (Neuron docs, containers/tutorials/k8s-neuron-monitor.rst), and this cluster allocates devices
+    with DRA, so `node_neuroncore_utilization` would stay empty. The series shown instead are ones
+    Container Insights derives from the Kubernetes API and cgroups, which do not depend on the device
+    plugin (CloudWatch docs, "Amazon EKS and Kubernetes Container Insights metrics")."""
 
     def __init__(
         self,
@@ -25,6 +31,7 @@ class BenchmarkDashboard(Construct):
         dashboard_name: str,
         namespace: str,
         cluster_name: str,
+        k8s_namespace: str,
         baseline: str,
         variants: list[str],
         test_cases: list[tuple[str, str]],
@@ -42,21 +49,7 @@ class BenchmarkDashboard(Construct):
                 width=24,
                 height=2,
             ),
-            cw.GraphWidget(
-                title="NeuronCore utilization (Container Insights)",
-                width=24,
-                left=[
-                    cw.MathExpression(
-                        expression=(
-                            "SEARCH('{ContainerInsights,ClusterName,InstanceId,NodeName} "
-                            f'MetricName="node_neuroncore_utilization" ClusterName="{cluster_name}"\', '
-                            "'Average', 60)"
-                        ),
-                        label="",
-                        period=Duration.minutes(1),
-                    )
-                ],
-            ),
+            *self._serving_widgets(cluster_name=cluster_name, k8s_namespace=k8s_namespace, services=variants),
         )
         others = [v for v in variants if v != baseline]
 
@@ -72,14 +65,16 @@ class BenchmarkDashboard(Construct):
 
         for case, kind in test_cases:
             itl = [metric(ITL, v, case, s) for v in variants for s in ("p50", "p90")]
+            # Metric-math ids are unique per graph: "base" is the same metric in every expression, each
+            # variant gets its own id (CloudWatch rejects one id naming two metrics in one widget).
             speedups = [
                 cw.MathExpression(
-                    expression="base / spec",
-                    using_metrics={"base": metric(ITL, baseline, case, "p50"), "spec": metric(ITL, v, case, "p50")},
+                    expression=f"base / spec{i}",
+                    using_metrics={"base": metric(ITL, baseline, case, "p50"), f"spec{i}": metric(ITL, v, case, "p50")},
                     label=f"{v} speedup",
                     period=PERIOD,
                 )
-                for v in others
+                for i, v in enumerate(others, start=1)
             ]
             self.dashboard.add_widgets(
                 cw.GraphWidget(title=f"{case} ({kind}): ITL ms", width=8, left=itl),
@@ -96,3 +91,32 @@ class BenchmarkDashboard(Construct):
                     left=[metric(RUN_THROUGHPUT, v, case, "Average") for v in variants],
                 ),
             )
+
+    @staticmethod
+    def _serving_widgets(*, cluster_name: str, k8s_namespace: str, services: list[str]) -> list[cw.IWidget]:
+        """Running pods behind each serving Service (the series the not-serving alarms watch) and CPU of
+        every pod in the namespace, found by SEARCH so pod names need not be known at synth time."""
+        running = [
+            cw.Metric(
+                namespace="ContainerInsights",
+                metric_name="service_number_of_running_pods",
+                dimensions_map={"ClusterName": cluster_name, "Namespace": k8s_namespace, "Service": s},
+                statistic="Minimum",
+                period=Duration.minutes(1),
+                label=s,
+            )
+            for s in services
+        ]
+        pod_cpu = cw.MathExpression(
+            expression=(
+                "SEARCH('{ContainerInsights,ClusterName,Namespace,PodName} "
+                f'MetricName="pod_cpu_utilization" ClusterName="{cluster_name}" Namespace="{k8s_namespace}"\', '
+                "'Average', 60)"
+            ),
+            label="",
+            period=Duration.minutes(1),
+        )
+        return [
+            cw.GraphWidget(title="Running serving pods per Service (Container Insights)", width=12, left=running),
+            cw.GraphWidget(title=f"Pod CPU % in {k8s_namespace} (Container Insights)", width=12, left=[pod_cpu]),
+        ]

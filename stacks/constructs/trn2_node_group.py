@@ -18,6 +18,8 @@ class Trn2NodeGroup(Construct):
     to the Neuron AMI type (AmiTypeDoesNotMatchInstanceArchitecture). With `efa`, every network card
     gets an EFA interface and the nodes share a cluster placement group: the DRA driver publishes the
     connected device-group attributes the service claims match on only on EFA-enabled instances.
+    A Capacity Block is already placed in a cluster placement group by EC2, so with CAPACITY_BLOCK the
+    template attaches none of its own (FIELD_NOTES: AWS ParallelCluster rejects the combination).
     """
 
     def __init__(
@@ -60,8 +62,12 @@ class Trn2NodeGroup(Construct):
                 for kind in ("instance", "volume", "network-interface")
             ],
         }
-        if efa:
+        capacity_block = settings.capacity_type == "CAPACITY_BLOCK"
+        self.placement_group: ec2.CfnPlacementGroup | None = None
+        if efa and not capacity_block:
             self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
+            data["placement"] = ec2.CfnLaunchTemplate.PlacementProperty(group_name=self.placement_group.attr_group_name)
+        if efa:
             self.efa_security_group = ec2.SecurityGroup(
                 self,
                 "EfaSecurityGroup",
@@ -86,8 +92,7 @@ class Trn2NodeGroup(Construct):
                 )
                 for card in range(instance.efa_interfaces)
             ]
-            data["placement"] = ec2.CfnLaunchTemplate.PlacementProperty(group_name=self.placement_group.attr_group_name)
-        if settings.capacity_type == "CAPACITY_BLOCK":
+        if capacity_block:
             data["instance_market_options"] = ec2.CfnLaunchTemplate.InstanceMarketOptionsProperty(
                 market_type="capacity-block"
             )
@@ -107,11 +112,7 @@ class Trn2NodeGroup(Construct):
             "NodeGroup",
             cluster=cluster,
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_NEURON,
-            capacity_type=(
-                eks.CapacityType.CAPACITY_BLOCK
-                if settings.capacity_type == "CAPACITY_BLOCK"
-                else eks.CapacityType.ON_DEMAND
-            ),
+            capacity_type=eks.CapacityType.CAPACITY_BLOCK if capacity_block else eks.CapacityType.ON_DEMAND,
             launch_template_spec=eks.LaunchTemplateSpec(
                 id=self.launch_template.ref, version=self.launch_template.attr_latest_version_number
             ),

@@ -40,9 +40,34 @@ def test_every_test_case_has_itl_for_each_variant_and_a_speedup(synth):
     assert len(speedups) == len(DEFAULT_SUITE) * (len(synth.config.profiles) - 1)
 
 
-def test_dashboard_shows_neuroncore_utilization_of_this_cluster(synth):
+def test_dashboard_has_no_neuron_monitor_series_under_dra(synth):
+    """neuron-monitor does not support the Neuron DRA driver: a series from it would stay empty."""
+    assert "neuroncore" not in json.dumps(_body(synth)).lower()
+
+
+def test_dashboard_shows_running_pods_of_every_rendered_serving_service(synth):
+    config = synth.config
+    rendered = [o for group in render_groups(config, "bucket").values() for o in group if o["kind"] == "Service"]
+    running = [m for m in _metrics(_body(synth)) if m[:2] == ["ContainerInsights", "service_number_of_running_pods"]]
+    shown = [dict(zip(m[2:8:2], m[3:8:2], strict=True)) for m in running]
+    assert sorted(shown, key=lambda d: d["Service"]) == sorted(
+        (
+            {
+                "ClusterName": config.cluster_name,
+                "Namespace": o["metadata"]["namespace"],
+                "Service": o["metadata"]["name"],
+            }
+            for o in rendered
+        ),
+        key=lambda d: d["Service"],
+    )
+
+
+def test_dashboard_searches_pod_cpu_in_this_clusters_serving_namespace(synth):
     expressions = [m[0]["expression"] for m in _metrics(_body(synth)) if isinstance(m[0], dict)]
-    assert any("node_neuroncore_utilization" in e and synth.config.cluster_name in e for e in expressions)
+    (search,) = [e for e in expressions if "pod_cpu_utilization" in e]
+    assert f'ClusterName="{synth.config.cluster_name}"' in search
+    assert f'Namespace="{synth.config.namespace}"' in search
 
 
 def _alarms(synth) -> dict[str, dict]:
