@@ -533,6 +533,12 @@ class DeploymentConfig(_Strict):
     def cluster_name(self) -> str:
         return f"{self.name}-eks"
 
+    @cached_property
+    def stack_names(self) -> dict[str, str]:
+        """CloudFormation stack names, e.g. TrnSpecdec-Cluster (read by the stacks and the teardown sweep)."""
+        prefix = "".join(part.capitalize() for part in self.name.split("-"))
+        return {kind: f"{prefix}-{kind.capitalize()}" for kind in ("models", "cluster", "workloads", "observability")}
+
     def models_bucket_name(self, account: str) -> str:
         """Deterministic per account and region, so every tool can find the bucket from the config alone."""
         return f"{self.name}-models-{account}-{self.region}"
