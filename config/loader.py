@@ -8,6 +8,7 @@ longer than MAX_INT_DIGITS. Each becomes a ConfigError naming the file and line.
 
 from __future__ import annotations
 
+import re
 import reprlib
 from pathlib import Path
 from typing import Any
@@ -150,7 +151,12 @@ def parse_config(data: Any) -> DeploymentConfig:
     try:
         return DeploymentConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError([line for e in err.errors() for line in _sentences(e)]) from None
+        raise ConfigError([_elide_long_values(line) for e in err.errors() for line in _sentences(e)]) from None
+
+
+def _elide_long_values(sentence: str) -> str:
+    """Validators quote the value they reject; a 5,000-character value must not make a 5,000-character line."""
+    return re.sub(r"'([^']{60})[^']{20,}([^']{17})'", r"'\1...\2'", sentence)
 
 
 def _sentences(error: Any) -> list[str]:

@@ -442,8 +442,8 @@ class DeploymentConfig(_Strict):
                 tf, df = self.models[p.target].tokenizer_family, self.models[d.draft].tokenizer_family
                 if tf != df and not d.tokenizers_compatible:
                     problems.append(
-                        f"{where}.decoding.draft={d.draft!r} has tokenizer family {df!r} but the target has "
-                        f"{tf!r}; use a same-family draft, or set decoding.tokenizers_compatible: true if you "
+                        f"{where}.decoding.draft={d.draft!r} has tokenizer family {df!r} (models.{d.draft}) but the "
+                        f"target has {tf!r} (models.{p.target}); use a same-family draft, or set decoding.tokenizers_compatible: true if you "
                         "verified they tokenize identically"
                     )
         return problems

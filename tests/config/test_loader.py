@@ -116,3 +116,13 @@ def test_app_refuses_to_deploy_with_the_placeholder_admin():
     assert result.returncode == 2
     assert "admin_principal_arn" in result.stderr and "placeholder" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_huge_value_is_shortened_in_the_sentence(tmp_path):
+    text = (
+        (ROOT / "config/default.yaml")
+        .read_text()
+        .replace("instance_type: trn2.48xlarge", "instance_type: " + "x" * 5000)
+    )
+    (problem,) = _load_text(tmp_path, text)
+    assert problem.startswith("trn2_nodes.instance_type") and "..." in problem and len(problem) < 300

@@ -18,7 +18,7 @@ from config import ConfigError, DeploymentConfig, load_config
 from tests.conftest import ROOT, default_config_dict
 
 DEFAULT_TEXT = (ROOT / "config/default.yaml").read_text()
-CASES = int(os.environ.get("CONFIG_FUZZ_CASES", "400"))
+CASES = int(os.environ.get("CONFIG_FUZZ_CASES", "1000"))
 SEED = int(os.environ.get("CONFIG_FUZZ_SEED", "20261126"))
 
 HOSTILE_VALUES: list[object] = [
