@@ -36,7 +36,7 @@ def add_stacks(app: App, config: DeploymentConfig) -> Stacks:
         env=env,
         description="trn-specdec EKS cluster with Trainium2 nodes and the Neuron DRA driver",
     )
-    cluster.add_stack_dependency(models, "the Mountpoint CSI role reads the models bucket")
+    cluster.add_stack_dependency(models, "the bucket exists before any pod on the cluster mounts it")
     workloads = WorkloadsStack(
         app,
         names["workloads"],
