@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from bench.results import ResultsError, RunSettings, load_results, save_results
+from config import ConfigError
 
 
 def _config(path: str | None) -> object | None:
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "tune":
             return _tune(args)
         return _publish(load_results(args.results), _config(args.config))
-    except ResultsError as err:
+    except (ResultsError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -1,7 +1,15 @@
-"""Load and validate the deployment config; turn pydantic's errors into sentences."""
+"""Load and validate the deployment config; turn YAML and pydantic errors into sentences.
+
+The YAML reader is bounded, because a config file is input a person can get wrong in any way: it
+rejects files over MAX_BYTES, duplicate keys (the last one would silently win), nesting deeper than
+MAX_DEPTH, anchors/aliases that expand to more than MAX_VALUES values (an "alias bomb"), and integers
+longer than MAX_INT_DIGITS. Each becomes a ConfigError naming the file and line.
+"""
 
 from __future__ import annotations
 
+import re
+import reprlib
 from pathlib import Path
 from typing import Any
 
@@ -11,24 +19,131 @@ from pydantic import ValidationError
 from config.schema import ConfigError, DeploymentConfig
 
 DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
+MAX_BYTES = 256 * 1024
+MAX_DEPTH = 32
+MAX_VALUES = 20_000
+MAX_INT_DIGITS = 20
+
+
+class _ConfigYamlError(Exception):
+    """A problem found while reading YAML, already phrased as a sentence (without the file name)."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys, deep nesting and huge integers while it reads."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _ConfigYamlError(f"line {mark.line + 1} nests deeper than {MAX_DEPTH} levels; flatten it")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:
+                raise _ConfigYamlError(
+                    f"line {line} uses a list or mapping as a key; keys must be plain names"
+                ) from None
+            if first is not None:
+                raise _ConfigYamlError(
+                    f"key {_short(key)} appears twice, on lines {first} and {line}; keep one (the last would win)"
+                )
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: Any) -> int:
+        digits = sum(ch.isdigit() for ch in str(node.value))
+        if digits > MAX_INT_DIGITS:
+            raise _ConfigYamlError(
+                f"line {node.start_mark.line + 1} has an integer of {digits} digits; no field takes more than "
+                f"{MAX_INT_DIGITS}"
+            )
+        return super().construct_yaml_int(node)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+
+
+def _expanded_size(node: Any, memo: dict[int, int]) -> int:
+    """How many values the document holds once aliases are expanded (shared nodes counted each time)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = 1  # a cycle counts once; SafeLoader builds recursive objects for it
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, memo) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    else:
+        size = 1
+    memo[id(node)] = min(size, MAX_VALUES + 1)
+    return memo[id(node)]
+
+
+def read_yaml(text: str) -> Any:
+    """Parse one YAML document within the bounds above; raise _ConfigYamlError or yaml.YAMLError."""
+    loader = _BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}) > MAX_VALUES:
+            raise _ConfigYamlError(
+                f"the document expands to more than {MAX_VALUES} values through anchors and aliases; "
+                "write the values out or use fewer aliases"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def load_config(path: str | Path | None = None) -> DeploymentConfig:
     """Read a YAML config file (default: config/default.yaml) and validate it."""
     file = Path(path) if path else DEFAULT_CONFIG
+    where = f"config file {str(file)!r}"
     try:
-        text = file.read_text()
+        raw = file.read_bytes()
     except OSError as err:
+        raise ConfigError([f"{where} cannot be read ({err.strerror}); pass -c config=<path>"]) from None
+    if len(raw) > MAX_BYTES:
         raise ConfigError(
-            [f"config file {str(file)!r} cannot be read ({err.strerror}); pass -c config=<path>"]
-        ) from None
+            [f"{where} is {len(raw)} bytes; a config is at most {MAX_BYTES}, check you chose the right file"]
+        )
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise ConfigError([f"{where} is not UTF-8 (byte {err.start}, line {line}); save it as UTF-8"]) from None
+    try:
+        data = read_yaml(text)
+    except _ConfigYamlError as err:
+        raise ConfigError([f"{where}: {err}"]) from None
     except yaml.YAMLError as err:
-        raise ConfigError([f"config file {str(file)!r} is not valid YAML: {err}"]) from None
+        raise ConfigError([f"{where} is not valid YAML: {_yaml_problem(err)}"]) from None
     if not isinstance(data, dict):
-        raise ConfigError([f"config file {str(file)!r} must hold a mapping at the top level"])
+        raise ConfigError([f"{where} must hold a mapping at the top level"])
     return parse_config(data)
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """The problem and its line, without PyYAML's echo of the offending line (which may be huge)."""
+    if isinstance(err, yaml.MarkedYAMLError):
+        mark = err.problem_mark or err.context_mark
+        problem = err.problem or err.context or "malformed"
+        return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark else problem
+    return _short(str(err))
 
 
 def parse_config(data: Any) -> DeploymentConfig:
@@ -36,7 +151,12 @@ def parse_config(data: Any) -> DeploymentConfig:
     try:
         return DeploymentConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError([line for e in err.errors() for line in _sentences(e)]) from None
+        raise ConfigError([_elide_long_values(line) for e in err.errors() for line in _sentences(e)]) from None
+
+
+def _elide_long_values(sentence: str) -> str:
+    """Validators quote the value they reject; a 5,000-character value must not make a 5,000-character line."""
+    return re.sub(r"'([^']{60})[^']{20,}([^']{17})'", r"'\1...\2'", sentence)
 
 
 def _sentences(error: Any) -> list[str]:
@@ -75,8 +195,14 @@ def _sentence(error: Any) -> str:
 
 
 _UNION_TAGS = {"none", "fused-draft", "eagle", "NoSpeculation", "DraftSpeculation"}
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 4, 4, 60, 60, 40
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    """A bounded rendering: never walks a whole (possibly alias-shared) structure or prints a huge number."""
+    try:
+        text = _REPR.repr(value)
+    except ValueError:  # an int beyond Python's digit limit for str()
+        text = "<a very large number>"
     return text if len(text) <= 80 else text[:77] + "..."

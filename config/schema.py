@@ -7,6 +7,7 @@ loaded, before any construct is created, so a bad value fails with a sentence, n
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from functools import cached_property
 from typing import Annotated, Literal
@@ -92,11 +93,21 @@ class HfModel(_Strict):
     )
     tokenizer_family: Name = Field(description="Models of one family share a tokenizer (e.g. qwen3).")
 
+    @field_validator("hf_id")
+    @classmethod
+    def _no_path_segments(cls, hf_id: str) -> str:
+        """The id becomes a bucket key and a local path: `.` or `..` would escape its prefix."""
+        if any(part in (".", "..") for part in hf_id.split("/")):
+            raise ValueError(f"hf_id={hf_id!r} contains a '.' or '..' segment; use <org>/<name>, e.g. Qwen/Qwen3-32B")
+        return hf_id
+
 
 class Image(_Strict):
     """The Neuron vLLM image; compile and serve always use the same one."""
 
-    repository: str = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
+    repository: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9][a-z0-9._-]*)+$")] = (
+        "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
+    )
     tag: str = "0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"
 
     @field_validator("tag")
@@ -204,16 +215,55 @@ class ServingProfile(ServingDefaults):
         return self.decoding.method != "none"
 
 
+def ipv4_network(text: str, *, prefixes: range = range(0, 33)) -> str:
+    """An IPv4 network in canonical form: no host bits (10.64.1.7/16 would silently become another VPC)."""
+    try:
+        net = ipaddress.IPv4Network(text, strict=False)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an IPv4 network; write it like 10.64.0.0/16") from None
+    if "/" not in text:
+        raise ValueError(f"{text!r} has no prefix length; write it like {net.network_address}/32")
+    if str(net) != text:
+        raise ValueError(f"{text!r} has host bits set; the network is {net}, write that")
+    if net.prefixlen not in prefixes:
+        raise ValueError(f"{text!r} has prefix /{net.prefixlen}; use /{prefixes.start} to /{prefixes.stop - 1}")
+    return text
+
+
 class NetworkConfig(_Strict):
-    vpc_cidr: str = Field(default="10.64.0.0/16", pattern=r"^\d{1,3}(\.\d{1,3}){3}/(1[6-9]|2[0-4])$")
+    vpc_cidr: str = Field(default="10.64.0.0/16", description="IPv4 network of the VPC, /16 to /24.")
     availability_zones: list[Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")]] = Field(
         default_factory=lambda: ["us-east-2a", "us-east-2b", "us-east-2c"], min_length=2, max_length=6
     )
     nat_gateways: int = Field(default=1, ge=1, le=6)
     api_public_cidrs: list[str] = Field(
-        default_factory=lambda: ["0.0.0.0/0"],
-        description="CIDRs allowed to reach the public Kubernetes API endpoint; narrow this to your office.",
+        default_factory=list,
+        max_length=40,
+        description="IPv4 networks allowed to reach the Kubernetes API over the internet; empty (the default) "
+        "means the endpoint is private, reachable only from inside the VPC.",
     )
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _vpc_network(cls, cidr: str) -> str:
+        return ipv4_network(cidr, prefixes=range(16, 25))
+
+    @field_validator("availability_zones")
+    @classmethod
+    def _distinct_zones(cls, zones: list[str]) -> list[str]:
+        for zone in sorted({z for z in zones if zones.count(z) > 1}):
+            raise ValueError(f"{zone!r} is listed twice; list each availability zone once")
+        return zones
+
+    @field_validator("api_public_cidrs")
+    @classmethod
+    def _public_networks(cls, cidrs: list[str]) -> list[str]:
+        for i, cidr in enumerate(cidrs):
+            try:
+                ipv4_network(cidr)
+            except ValueError as err:
+                raise ValueError(f"[{i}] {err}") from None
+        return cidrs
 
 
 class SystemNodeGroup(_Strict):
@@ -242,8 +292,24 @@ class Trn2NodeGroupConfig(_Strict):
     )
     disk_throughput_mibps: int = Field(default=1000, ge=125, le=2000, description="Root volume gp3 throughput, MiB/s.")
     ami_release_version: str | None = Field(
-        default=None, description="EKS AMI release; must be >= 1.34.2 for DRA (1.34.0/1.34.1 have a DRA bug)."
+        default=None,
+        description="EKS AMI release (<k8s x.y.z>-<yyyymmdd>); must be >= 1.34.2 for DRA (1.34.0/1.34.1 have a DRA bug).",
     )
+
+    @field_validator("ami_release_version")
+    @classmethod
+    def _ami_release(cls, release: str | None) -> str | None:
+        if release is None:
+            return None
+        match = re.fullmatch(r"(\d{1,2})\.(\d{1,3})\.(\d{1,3})-(\d{8})", release)
+        if not match:
+            raise ValueError(
+                f"{release!r} is not an EKS AMI release like 1.35.0-20251120 (<kubernetes x.y.z>-<yyyymmdd>); "
+                "copy one from the EKS AMI release notes or leave it null for the latest"
+            )
+        if tuple(int(g) for g in match.groups()[:3]) < (1, 34, 2):
+            raise ValueError(f"{release!r} is older than 1.34.2; Neuron DRA needs AMI 1.34.2 or newer")
+        return release
 
     @field_validator("instance_type")
     @classmethod
@@ -380,8 +446,8 @@ class DeploymentConfig(_Strict):
                 tf, df = self.models[p.target].tokenizer_family, self.models[d.draft].tokenizer_family
                 if tf != df and not d.tokenizers_compatible:
                     problems.append(
-                        f"{where}.decoding.draft={d.draft!r} has tokenizer family {df!r} but the target has "
-                        f"{tf!r}; use a same-family draft, or set decoding.tokenizers_compatible: true if you "
+                        f"{where}.decoding.draft={d.draft!r} has tokenizer family {df!r} (models.{d.draft}) but the "
+                        f"target has {tf!r} (models.{p.target}); use a same-family draft, or set decoding.tokenizers_compatible: true if you "
                         "verified they tokenize identically"
                     )
         return problems
@@ -444,6 +510,14 @@ class DeploymentConfig(_Strict):
                 f"{t.disk_throughput_mibps * GP3_IOPS_PER_MIBPS} IOPS (gp3 allows 0.25 MiB/s per provisioned IOPS) but "
                 f"disk_iops={t.disk_iops}; raise disk_iops or lower disk_throughput_mibps to {t.disk_iops // GP3_IOPS_PER_MIBPS}"
             )
+        if t.ami_release_version:
+            ami_minor = ".".join(t.ami_release_version.split(".")[:2])
+            if tuple(map(int, ami_minor.split("."))) > tuple(map(int, self.kubernetes_version.split("."))):
+                problems.append(
+                    f"trn2_nodes.ami_release_version={t.ami_release_version!r} is for Kubernetes {ami_minor}, newer "
+                    f"than kubernetes_version={self.kubernetes_version}; nodes cannot run ahead of the control "
+                    f"plane, use a {self.kubernetes_version}.x release"
+                )
         if t.availability_zone and t.availability_zone not in self.network.availability_zones:
             problems.append(
                 f"trn2_nodes.availability_zone={t.availability_zone!r} is not one of network.availability_zones "
@@ -468,6 +542,12 @@ class DeploymentConfig(_Strict):
     @cached_property
     def cluster_name(self) -> str:
         return f"{self.name}-eks"
+
+    @cached_property
+    def stack_names(self) -> dict[str, str]:
+        """CloudFormation stack names, e.g. TrnSpecdec-Cluster (read by the stacks and the teardown sweep)."""
+        prefix = "".join(part.capitalize() for part in self.name.split("-"))
+        return {kind: f"{prefix}-{kind.capitalize()}" for kind in ("models", "cluster", "workloads", "observability")}
 
     def models_bucket_name(self, account: str) -> str:
         """Deterministic per account and region, so every tool can find the bucket from the config alone."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from functools import cached_property
@@ -39,6 +40,59 @@ examples:
   python -m model_build compile speculative --out /scratch/speculative      # inside the Neuron image
   python -m model_build publish speculative --from /scratch/speculative
   python -m model_build verify speculative --deep"""
+
+
+# Before a transfer starts, one quick question to S3 (HeadBucket): a silent or unreachable endpoint then fails
+# within PROBE_ATTEMPTS x (connect + read timeout) = 45 s with each attempt shown, instead of sitting in the
+# transfer client's long timeouts (sized for multi-GB parts) for many minutes.
+PROBE_ATTEMPTS = 3
+PROBE_CONNECT_S = 5.0
+PROBE_READ_S = 10.0
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number above 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return value
+
+
+def probe_endpoint(region: str, bucket: str, stream: TextIO) -> None:
+    """Fail fast, with a sentence, when the S3 endpoint does not answer at all."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError, ConnectionError, ConnectTimeoutError, ReadTimeoutError
+
+    client = boto3.client(
+        "s3",
+        region_name=region,
+        config=Config(connect_timeout=PROBE_CONNECT_S, read_timeout=PROBE_READ_S, retries={"total_max_attempts": 1}),
+    )
+    for attempt in range(1, PROBE_ATTEMPTS + 1):
+        try:
+            client.head_bucket(Bucket=bucket)
+            return
+        except ClientError:
+            return  # it answered; the transfer reports what the answer means
+        except (ConnectionError, ConnectTimeoutError, ReadTimeoutError) as err:
+            print(f"S3 endpoint did not answer (attempt {attempt}/{PROBE_ATTEMPTS}): {err}", file=stream)
+    raise BuildError(
+        f"the S3 endpoint for bucket {bucket} did not answer {PROBE_ATTEMPTS} times in a row; check the network "
+        "path (NAT gateway, VPC endpoint, proxy) and AWS_ENDPOINT_URL if set"
+    )
 
 
 class Context:
@@ -73,6 +127,7 @@ class Context:
 
     @cached_property
     def store(self) -> S3Store:
+        probe_endpoint(self.config.region, self.bucket, self.stream)
         client = make_s3_client(self.config.region, self.settings)
         return S3Store(client, self.bucket, self.settings, stream=self.stream)
 
@@ -166,19 +221,19 @@ def build_parser() -> argparse.ArgumentParser:
     group = transfer.add_argument_group("transfer")
     group.add_argument(
         "--part-size-mib",
-        type=float,
+        type=_positive_float,
         default=DEFAULT_PART_SIZE / MIB,
         help=f"multipart part size in MiB, >= 5 (default: {DEFAULT_PART_SIZE // MIB})",
     )
     group.add_argument(
         "--concurrency",
-        type=int,
+        type=_positive_int,
         default=DEFAULT_CONCURRENCY,
         help=f"parallel requests (default: {DEFAULT_CONCURRENCY})",
     )
     group.add_argument(
         "--progress-interval",
-        type=float,
+        type=_positive_float,
         default=DEFAULT_LOG_INTERVAL_S,
         help="seconds between progress log lines when stderr is not a terminal "
         f"(default: {DEFAULT_LOG_INTERVAL_S:.0f}); a terminal gets a progress bar",

@@ -2,11 +2,14 @@
 
 Kubernetes controllers create load balancers, security groups and ENIs outside CloudFormation; left
 behind they block VPC deletion and cost money. The sweep deletes only resources that carry this
-deployment's tag or a cluster-ownership tag naming this deployment's cluster; it never touches
-anything else. Log groups that EKS and Container Insights create are listed, not deleted (they carry
+deployment's tag or a tag saying this deployment's cluster owns them (`kubernetes.io/cluster/<ours>`
+with value `owned`, never `shared`); anything CloudFormation manages (`aws:cloudformation:stack-id`) is
+left to CloudFormation. It refuses to run while any of this deployment's stacks still exists, because
+the live cluster's own unused security groups and ENIs carry the same tags; `--force --reason TEXT`
+overrides that. Log groups that EKS and Container Insights create are listed, not deleted (they carry
 no tag of ours).
 
-    python -m ops.sweep [--config config/default.yaml] [--dry-run]
+    python -m ops.sweep [--config config/default.yaml] [--dry-run] [--force --reason TEXT]
 """
 
 from __future__ import annotations
@@ -18,11 +21,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import boto3
-from botocore.exceptions import ClientError
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 from config import ConfigError, DeploymentConfig, load_config
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from config.tags import DEPLOYMENT_TAG_KEY
+
+CLOUDFORMATION_TAG = "aws:cloudformation:stack-id"
+# Each call fails within about a minute on a silent or unreachable endpoint: 3 attempts x (5 s connect + 15 s read).
+BOTO_CONFIG = Config(connect_timeout=5, read_timeout=15, retries={"max_attempts": 3, "mode": "standard"})
 
 
 @dataclass
@@ -40,16 +48,19 @@ class Ownership:
     cluster_name: str
 
     def owns(self, tags: dict[str, str]) -> bool:
+        if CLOUDFORMATION_TAG in tags:  # CloudFormation deletes its own resources
+            return False
         return (
             tags.get(DEPLOYMENT_TAG_KEY) == self.deployment
-            or f"kubernetes.io/cluster/{self.cluster_name}" in tags
+            or tags.get(f"kubernetes.io/cluster/{self.cluster_name}") == "owned"
             or tags.get("elbv2.k8s.aws/cluster") == self.cluster_name
             or tags.get("cluster.k8s.amazonaws.com/name") == self.cluster_name
             or tags.get("eks:cluster-name") == self.cluster_name
         )
 
     def ec2_filters(self) -> list[list[dict]]:
-        """One EC2 filter set per ownership tag (EC2 ANDs filters, so each is queried on its own)."""
+        """One EC2 filter set per ownership tag (EC2 ANDs filters, so each is queried on its own). They only
+        narrow the listing; `owns` decides."""
         return [
             [{"Name": f"tag:{DEPLOYMENT_TAG_KEY}", "Values": [self.deployment]}],
             [{"Name": "tag-key", "Values": [f"kubernetes.io/cluster/{self.cluster_name}"]}],
@@ -85,16 +96,16 @@ def sweep(
         report.deleted.append(f"{kind} {ident}")
         log(f"deleted {kind} {ident}")
 
-    elbv2 = session.client("elbv2")
+    elbv2 = session.client("elbv2", config=BOTO_CONFIG)
     for arn in _owned_elbv2(elbv2, owner):
         delete("load balancer", arn, lambda arn=arn: elbv2.delete_load_balancer(LoadBalancerArn=arn))
     for arn in _owned_target_groups(elbv2, owner):
         delete("target group", arn, lambda arn=arn: elbv2.delete_target_group(TargetGroupArn=arn))
-    elb = session.client("elb")
+    elb = session.client("elb", config=BOTO_CONFIG)
     for name in _owned_classic_elbs(elb, owner):
         delete("classic load balancer", name, lambda name=name: elb.delete_load_balancer(LoadBalancerName=name))
 
-    ec2 = session.client("ec2")
+    ec2 = session.client("ec2", config=BOTO_CONFIG)
     for eni in _owned(ec2.describe_network_interfaces, "NetworkInterfaces", "NetworkInterfaceId", owner):
         if eni["Status"] != "available":
             report.left_for_you.append(f"network interface {eni['NetworkInterfaceId']} (still {eni['Status']})")
@@ -130,7 +141,7 @@ def sweep(
         time.sleep(retry_delay_s)
         groups = pending
 
-    logs = session.client("logs")
+    logs = session.client("logs", config=BOTO_CONFIG)
     for prefix in (f"/aws/eks/{owner.cluster_name}/", f"/aws/containerinsights/{owner.cluster_name}/"):
         for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=prefix):
             for group in page.get("logGroups", []):
@@ -207,18 +218,54 @@ def ownership(config: DeploymentConfig) -> Ownership:
     return Ownership(deployment=config.name, cluster_name=config.cluster_name)
 
 
+def live_stacks(session: boto3.session.Session, names: Iterable[str]) -> list[str]:
+    """Which of `names` CloudFormation still has (any state but DELETE_COMPLETE), as "name (STATUS)"."""
+    cfn = session.client("cloudformation", config=BOTO_CONFIG)
+    live = []
+    for name in names:
+        try:
+            (stack,) = cfn.describe_stacks(StackName=name)["Stacks"]
+        except ClientError as err:
+            if "does not exist" in str(err):
+                continue
+            raise
+        if stack["StackStatus"] != "DELETE_COMPLETE":
+            live.append(f"{name} ({stack['StackStatus']})")
+    return live
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=None, help="deployment config file (default: config/default.yaml)")
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+    parser.add_argument("--force", action="store_true", help="run even though this deployment's stacks exist")
+    parser.add_argument("--reason", default="", help="why --force is needed (printed, required with --force)")
     args = parser.parse_args(argv)
+    if args.force and not args.reason.strip():
+        print("sweep: --force needs --reason TEXT saying why the stacks' own resources may be deleted", file=sys.stderr)
+        return EXIT_USAGE
     try:
         config = load_config(args.config)
     except ConfigError as err:
         print(err, file=sys.stderr)
         return EXIT_USAGE
     session = boto3.session.Session(region_name=config.region)
-    report = sweep(session, ownership(config), dry_run=args.dry_run)
+    try:
+        live = live_stacks(session, config.stack_names.values())
+        if live and not args.force:
+            print(
+                f"sweep: refusing to run while these stacks exist: {', '.join(live)}. The live cluster's own "
+                "security groups and ENIs carry the same tags. Run `cdk destroy --all` first (make destroy does), "
+                "or pass --force --reason TEXT if you know why they must go now.",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        if live:
+            print(f"sweep: running although {', '.join(live)} exist(s), because: {args.reason.strip()}")
+        report = sweep(session, ownership(config), dry_run=args.dry_run)
+    except (BotoCoreError, ClientError) as err:
+        print(f"sweep: AWS call failed ({err}); check your credentials and region {config.region}", file=sys.stderr)
+        return EXIT_USAGE
     for item in report.left_for_you:
         print(f"left for you: {item}")
     print(f"sweep: {len(report.deleted)} deleted, {len(report.failed)} failed, {len(report.left_for_you)} left")

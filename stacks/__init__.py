@@ -27,19 +27,19 @@ class Stacks:
 def add_stacks(app: App, config: DeploymentConfig) -> Stacks:
     """Create every stack for `config`. Region-pinned, account-agnostic: synth needs no credentials."""
     env = Environment(region=config.region)
-    prefix = "".join(part.capitalize() for part in config.name.split("-"))
-    models = ModelsStack(app, f"{prefix}-Models", config=config, env=env, description="trn-specdec models bucket")
+    names = config.stack_names
+    models = ModelsStack(app, names["models"], config=config, env=env, description="trn-specdec models bucket")
     cluster = ClusterStack(
         app,
-        f"{prefix}-Cluster",
+        names["cluster"],
         config=config,
         env=env,
         description="trn-specdec EKS cluster with Trainium2 nodes and the Neuron DRA driver",
     )
-    cluster.add_stack_dependency(models, "the Mountpoint CSI role reads the models bucket")
+    cluster.add_stack_dependency(models, "the bucket exists before any pod on the cluster mounts it")
     workloads = WorkloadsStack(
         app,
-        f"{prefix}-Workloads",
+        names["workloads"],
         config=config,
         cluster_stack=cluster,
         env=env,
@@ -47,7 +47,7 @@ def add_stacks(app: App, config: DeploymentConfig) -> Stacks:
     )
     observability = ObservabilityStack(
         app,
-        f"{prefix}-Observability",
+        names["observability"],
         config=config,
         env=env,
         description="trn-specdec benchmark dashboard and serving alarms",

@@ -4,25 +4,31 @@ from __future__ import annotations
 
 import importlib
 
-from aws_cdk import Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config.kubernetes import KUBECTL_LAYERS
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
+from stacks.constructs.node_metadata import metadata_options
 from stacks.constructs.pod_identity_role import PodIdentityRole
 from stacks.constructs.trn2_node_group import Trn2NodeGroup
 from stacks.nag import acknowledge, acknowledge_node_role, managed_policy
 
-MOUNTPOINT_SERVICE_ACCOUNT = ("kube-system", "s3-csi-driver-sa")
 CLOUDWATCH_SERVICE_ACCOUNT = ("amazon-cloudwatch", "cloudwatch-agent")
+
+
+def endpoint_access(public_cidrs: list[str]) -> eks.EndpointAccess:
+    """Private by default; public only to the CIDRs the config lists (an empty list must not mean open)."""
+    if not public_cidrs:
+        return eks.EndpointAccess.PRIVATE
+    return eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*public_cidrs)
 
 
 def kubectl_layer(scope: Construct, version: str) -> lambda_.ILayerVersion:
@@ -35,9 +41,6 @@ class ClusterStack(Stack):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        # By name, not by cross-stack export: the bucket may be retained and outlive this stack.
-        bucket_name = config.models_bucket_name(Aws.ACCOUNT_ID)
-        bucket = s3.Bucket.from_bucket_name(self, "ModelsBucket", bucket_name)
         net = config.network
         self.vpc = ec2.Vpc(
             self,
@@ -78,7 +81,7 @@ class ClusterStack(Stack):
             vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
-            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*net.api_public_cidrs),
+            endpoint_access=endpoint_access(net.api_public_cidrs),
             cluster_logging=[
                 eks.ClusterLoggingTypes.API,
                 eks.ClusterLoggingTypes.AUDIT,
@@ -103,6 +106,23 @@ class ClusterStack(Stack):
         )
 
         sys_cfg = config.system_nodes
+        # A launch template only for what the node group API cannot set: IMDS hop limit 1 and an
+        # encrypted root volume that does not depend on the account's EBS default encryption.
+        system_template = ec2.CfnLaunchTemplate(
+            self,
+            "SystemNodesLaunchTemplate",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                metadata_options=metadata_options(),
+                block_device_mappings=[
+                    ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
+                        device_name="/dev/xvda",
+                        ebs=ec2.CfnLaunchTemplate.EbsProperty(
+                            volume_size=sys_cfg.disk_gib, volume_type="gp3", encrypted=True, delete_on_termination=True
+                        ),
+                    )
+                ],
+            ),
+        )
         self.system_nodes = self.cluster.add_nodegroup_capacity(
             "SystemNodes",
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
@@ -110,7 +130,9 @@ class ClusterStack(Stack):
             min_size=sys_cfg.min_size,
             desired_size=sys_cfg.desired_size,
             max_size=sys_cfg.max_size,
-            disk_size=sys_cfg.disk_gib,
+            launch_template_spec=eks.LaunchTemplateSpec(
+                id=system_template.ref, version=system_template.attr_latest_version_number
+            ),
             labels={NODE_ROLE_LABEL: "system"},
             subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
         )
@@ -125,7 +147,7 @@ class ClusterStack(Stack):
             tags=config.tags,
         )
 
-        self.addons = self._managed_addons(bucket, config)
+        self.addons = self._managed_addons()
         self.neuron_dra = NeuronDraDriver(self, "NeuronDra", cluster=self.cluster)
         self.neuron_dra.node.add_dependency(self.system_nodes)
         self._acknowledge_cdk_internals()
@@ -166,8 +188,8 @@ class ClusterStack(Stack):
             ("[Resource::<ClusterKubectlProviderHandler2E05C68A.Arn>:*]",),
         )
 
-    def _managed_addons(self, bucket: s3.IBucket, config: DeploymentConfig) -> dict[str, eks.Addon]:
-        """EKS-managed add-ons; the CSI driver and CloudWatch agent get bucket/namespace-scoped roles."""
+    def _managed_addons(self) -> dict[str, eks.Addon]:
+        """EKS-managed add-ons; the CloudWatch agent gets its own Pod Identity role."""
         addons: dict[str, eks.Addon] = {}
         for name, values in (
             ("vpc-cni", None),
@@ -189,24 +211,9 @@ class ClusterStack(Stack):
             addon.node.add_dependency(self.system_nodes)
             addons[name] = addon
 
-        csi = PodIdentityRole(
-            self,
-            "MountpointS3Identity",
-            cluster=self.cluster,
-            namespace=MOUNTPOINT_SERVICE_ACCOUNT[0],
-            service_account=MOUNTPOINT_SERVICE_ACCOUNT[1],
-            description="Mountpoint for S3 CSI driver: read-only access to the models bucket",
-        )
-        csi.role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
-        csi.role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects("*")]))
-        addons["aws-mountpoint-s3-csi-driver"].node.add_dependency(csi.association)
-        acknowledge(
-            csi.role,
-            "IAM5",
-            "Read-only GetObject on objects of the models bucket only; object ARNs need the /* suffix.",
-            (f"[Resource::arn:<AWS::Partition>:s3:::{config.models_bucket_name('<AWS::AccountId>')}/*]",),
-        )
-
+        # No driver-level role for the Mountpoint CSI driver: every volume we render uses
+        # `authenticationSource: pod`, so S3 access comes from each workload's own Pod Identity role and a
+        # driver role would only widen what a future PersistentVolume could read.
         cw = PodIdentityRole(
             self,
             "CloudWatchAgentIdentity",
@@ -224,6 +231,5 @@ class ClusterStack(Stack):
             "observability add-on documents (PutMetricData, PutLogEvents, describe calls); not a FullAccess policy.",
             (managed_policy("CloudWatchAgentServerPolicy"),),
         )
-        for identity in (csi, cw):
-            identity.association.node.add_dependency(addons["eks-pod-identity-agent"])
+        cw.association.node.add_dependency(addons["eks-pod-identity-agent"])
         return addons

@@ -25,7 +25,9 @@ def acknowledge_node_role(nodegroup: IConstruct) -> None:
     acknowledge(
         nodegroup,
         "IAM4",
-        "EKS managed node groups require these AWS managed policies on the node role (EKS node IAM role docs); "
-        "pods get their own Pod Identity roles, so nodes hold nothing project-specific.",
+        "The EKS node IAM role docs list these AWS managed policies for managed node groups (worker node, ECR "
+        "read, and the VPC CNI's ENI permissions, which aws-node needs before the Pod Identity agent runs). "
+        "IMDSv2 with hop limit 1 keeps them away from pods on the pod network; workloads get their own Pod "
+        "Identity roles, so nodes hold nothing project-specific.",
         tuple(managed_policy(p) for p in NODE_ROLE_POLICIES),
     )

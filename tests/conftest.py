@@ -29,7 +29,7 @@ def default_config_dict() -> dict[str, Any]:
 
 def variant_config_dict() -> dict[str, Any]:
     """A second deployment exercising the other branches: Capacity Block, retained bucket, K8s 1.34, TP 64,
-    alarms that notify a topic, a cheaper root volume."""
+    alarms that notify a topic, a cheaper root volume, a public API endpoint limited to one network."""
     data = default_config_dict()
     data["name"] = "specdec-cb"
     data["kubernetes_version"] = "1.34"
@@ -44,6 +44,7 @@ def variant_config_dict() -> dict[str, Any]:
         disk_throughput_mibps=500,
     )
     data["bucket"]["retain_on_delete"] = True
+    data["network"]["api_public_cidrs"] = ["203.0.113.0/24"]  # documentation range (RFC 5737)
     data["observability"]["alarm_topic_arn"] = "arn:aws:sns:us-east-2:123456789012:trn-alerts"  # example account
     data["serving"]["placement"] = {"devices": 16, "logical_neuron_cores": 2, "tensor_parallel_size": 64}
     return data

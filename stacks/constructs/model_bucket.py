@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from model_build.manifest import MANIFEST_NAME
 from stacks.nag import acknowledge
+
+# Where manifests live (model_build.digest: artifacts/<digest>/, checkpoints/<org>/<name>/<revision>/).
+MANIFEST_KEYS = (f"artifacts/*/{MANIFEST_NAME}", f"checkpoints/*/{MANIFEST_NAME}")
 
 
 class ModelBucket(Construct):
@@ -34,6 +39,21 @@ class ModelBucket(Construct):
             ],
             removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
             auto_delete_objects=not retain,
+        )
+        # A published manifest is never overwritten, enforced by S3 and not only by our client: a write of a
+        # manifest must carry If-None-Match (S3 conditional writes; bucket policies can require them with the
+        # s3:if-none-match condition key; S3 user guide "Enforce conditional writes"), so it can only create,
+        # never replace. Manifests are single PutObjects (multipart and CopyObject cannot carry the header and are
+        # denied for these keys). Deleting a prefix on purpose still works.
+        self.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="ManifestsAreWriteOnce",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"],
+                resources=[self.bucket.arn_for_objects(key) for key in MANIFEST_KEYS],
+                conditions={"Null": {"s3:if-none-match": "true"}},
+            )
         )
         acknowledge(
             self.bucket,

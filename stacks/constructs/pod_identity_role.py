@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 
 class PodIdentityRole(Construct):
-    """Role trusted by pods.eks.amazonaws.com plus the association to `namespace/service_account`.
+    """Role trusted by pods.eks.amazonaws.com for one cluster/namespace/service account, plus the association.
 
     We associate explicitly (CfnPodIdentityAssociation) instead of `cluster.add_service_account`,
     because the latter adds the eks-pod-identity-agent add-on a second time, which fails deploy.
@@ -25,20 +26,25 @@ class PodIdentityRole(Construct):
         description: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.role = iam.Role(
-            self,
-            "Role",
-            description=description,
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"),
-        )
-        trust = self.role.assume_role_policy
-        if trust is not None:
-            trust.add_statements(
-                iam.PolicyStatement(
-                    actions=["sts:TagSession"],
-                    principals=[iam.ServicePrincipal("pods.eks.amazonaws.com")],
-                )
+        # Only EKS Pod Identity, only for this cluster, namespace and service account: EKS sets these session
+        # tags when it assumes the role (EKS user guide, "Create IAM role with trust policy required by EKS
+        # Pod Identity", Setting Conditions), so another association in the account cannot borrow the role.
+        principal = (
+            iam.ServicePrincipal("pods.eks.amazonaws.com")
+            .with_conditions(
+                {
+                    "StringEquals": {
+                        "aws:RequestTag/eks-cluster-arn": Stack.of(self).format_arn(
+                            service="eks", resource="cluster", resource_name=cluster.cluster_name
+                        ),
+                        "aws:RequestTag/kubernetes-namespace": namespace,
+                        "aws:RequestTag/kubernetes-service-account": service_account,
+                    }
+                }
             )
+            .with_session_tags()
+        )
+        self.role = iam.Role(self, "Role", description=description, assumed_by=principal)
         self.association = eks.CfnPodIdentityAssociation(
             self,
             "Association",

@@ -8,6 +8,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from config.schema import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL, Trn2NodeGroupConfig
+from stacks.constructs.node_metadata import metadata_options
 from stacks.nag import acknowledge_node_role
 
 
@@ -51,9 +52,7 @@ class Trn2NodeGroup(Construct):
                     ),
                 )
             ],
-            "metadata_options": ec2.CfnLaunchTemplate.MetadataOptionsProperty(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
-            ),
+            "metadata_options": metadata_options(),
             "tag_specifications": [
                 ec2.CfnLaunchTemplate.TagSpecificationProperty(
                     resource_type=kind,

@@ -78,3 +78,9 @@ def test_report_and_publish_commands(
     (tmp_path / "v0.json").write_text('{"schema_version": 0}')
     assert main(["report", str(tmp_path / "v0.json")]) == 2
     assert "schema_version=0" in capsys.readouterr().err
+
+
+def test_run_with_a_missing_config_is_one_sentence(tmp_path, capsys):
+    assert main(["run", "--endpoint", "a=http://127.0.0.1:9", "--config", str(tmp_path / "none.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "none.yaml" in err and "cannot be read" in err

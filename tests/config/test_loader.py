@@ -32,6 +32,64 @@ def test_top_level_must_be_a_mapping(tmp_path):
         load_config(bad)
 
 
+def _load_text(tmp_path, text: str | bytes) -> list[str]:
+    file = tmp_path / "c.yaml"
+    file.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ConfigError) as err:
+        load_config(file)
+    return err.value.problems
+
+
+def test_duplicate_key_names_both_lines(tmp_path):
+    text = (
+        (ROOT / "config/default.yaml")
+        .read_text()
+        .replace("  nat_gateways: 1\n", "  nat_gateways: 1\n  nat_gateways: 2\n")
+    )
+    (problem,) = _load_text(tmp_path, text)
+    line = text.splitlines().index("  nat_gateways: 1") + 1
+    assert f"'nat_gateways' appears twice, on lines {line} and {line + 1}" in problem
+
+
+def test_alias_bomb_is_refused_before_it_expands(tmp_path):
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    (problem,) = _load_text(tmp_path, "\n".join(lines) + "\n")
+    assert "expands to more than" in problem and "aliases" in problem
+
+
+def test_a_few_aliases_are_still_allowed(tmp_path):
+    text = (ROOT / "config/default.yaml").read_text()
+    text = text.replace("revision: 9216db", "revision: &rev 9216db", 1)
+    assert load_config_text(tmp_path, text).models["qwen3-32b"].revision.startswith("9216db")
+
+
+def load_config_text(tmp_path, text: str):
+    file = tmp_path / "ok.yaml"
+    file.write_text(text)
+    return load_config(file)
+
+
+def test_non_utf8_file_is_a_sentence(tmp_path):
+    (problem,) = _load_text(tmp_path, b"name: trn\xff-specdec\n")
+    assert "not UTF-8" in problem and "line 1" in problem
+
+
+def test_huge_integer_is_a_sentence(tmp_path):
+    (problem,) = _load_text(tmp_path, "network:\n  nat_gateways: " + "9" * 5000 + "\n")
+    assert "line 2" in problem and "5000 digits" in problem
+
+
+def test_deep_nesting_is_a_sentence(tmp_path):
+    (problem,) = _load_text(tmp_path, "name: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert "nests deeper than" in problem
+
+
+def test_oversized_file_is_refused(tmp_path):
+    (problem,) = _load_text(tmp_path, "# " + "x" * 300_000 + "\n")
+    assert "bytes; a config is at most" in problem
+
+
 def _run_app(*context: str) -> subprocess.CompletedProcess[str]:
     """Run app.py as the CDK CLI does: `-c key=value` arrives through CDK_CONTEXT_JSON."""
     env = {
@@ -58,3 +116,13 @@ def test_app_refuses_to_deploy_with_the_placeholder_admin():
     assert result.returncode == 2
     assert "admin_principal_arn" in result.stderr and "placeholder" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_huge_value_is_shortened_in_the_sentence(tmp_path):
+    text = (
+        (ROOT / "config/default.yaml")
+        .read_text()
+        .replace("instance_type: trn2.48xlarge", "instance_type: " + "x" * 5000)
+    )
+    (problem,) = _load_text(tmp_path, text)
+    assert problem.startswith("trn2_nodes.instance_type") and "..." in problem and len(problem) < 300

@@ -167,6 +167,19 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ("trn2_nodes.disk_iops", 3000, ["disk_throughput_mibps=1000 needs at least 4000 IOPS", "lower", "to 750"]),
         ("unknown_field", 1, ["unknown_field is not a known field"]),
         ("observability.alarm_topic_arn", "alerts", ["alarm_topic_arn='alerts'", "malformed"]),
+        ("network.vpc_cidr", "10.64.1.7/16", ["network.vpc_cidr", "host bits", "10.64.0.0/16"]),
+        ("network.vpc_cidr", "999.999.999.999/16", ["network.vpc_cidr", "not an IPv4 network"]),
+        ("network.vpc_cidr", "10.0.0.0/8", ["network.vpc_cidr", "/16 to /24"]),
+        ("network.api_public_cidrs", ["203.0.113.0/24", "not-a-cidr"], ["network.api_public_cidrs", "[1]"]),
+        ("network.api_public_cidrs", ["203.0.113.7/24"], ["api_public_cidrs", "[0]", "203.0.113.0/24"]),
+        ("network.api_public_cidrs", ["203.0.113.7"], ["api_public_cidrs", "no prefix length", "/32"]),
+        ("network.availability_zones", ["us-east-2a", "us-east-2a"], ["availability_zones", "listed twice"]),
+        ("models.qwen3-32b.hf_id", "Qwen/..", ["models.qwen3-32b.hf_id", "'..' segment"]),
+        ("models.qwen3-32b.hf_id", "../Qwen3-32B", ["models.qwen3-32b.hf_id"]),
+        ("serving.image.repository", "", ["image.repository=''", "malformed"]),
+        ("trn2_nodes.ami_release_version", "latest", ["ami_release_version", "1.35.0-20251120"]),
+        ("trn2_nodes.ami_release_version", "1.34.1-20251001", ["ami_release_version", "older than 1.34.2"]),
+        ("trn2_nodes.ami_release_version", "1.36.0-20260701", ["ami_release_version", "newer than"]),
         (
             "observability.alarm_topic_arn",
             "arn:aws:sns:us-west-2:123456789012:alerts",
@@ -179,6 +192,15 @@ def test_invalid_value_names_field_value_and_fix(path, value, expected):
     text = "\n".join(problems)
     for fragment in expected:
         assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+def test_endpoint_is_private_by_default_and_listed_networks_are_kept():
+    assert parse_config(default_config_dict()).network.api_public_cidrs == []
+    data = default_config_dict()
+    data["network"]["api_public_cidrs"] = ["203.0.113.0/24", "198.51.100.7/32"]
+    data["trn2_nodes"]["ami_release_version"] = "1.35.0-20251120"
+    config = parse_config(data)
+    assert config.network.api_public_cidrs == ["203.0.113.0/24", "198.51.100.7/32"]
 
 
 def test_tokenizer_mismatch_is_allowed_when_declared_compatible():

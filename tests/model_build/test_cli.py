@@ -65,3 +65,40 @@ def test_bad_config_and_bad_arguments_are_exit_2(capsys, tmp_path):
     assert "cannot be read" in capsys.readouterr().err
     assert main(["publish", "baseline"]) == 2  # --from is required
     assert main(["plan", "baseline", "--part-size-mib", "1"]) == 2  # not a plan option
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--part-size-mib", "nan"), ("--part-size-mib", "inf"), ("--part-size-mib", "-5"), ("--concurrency", "0")],
+)
+def test_bad_numbers_are_one_usage_line(flag, value, capsys):
+    assert main(["publish", "baseline", "--from", ".", flag, value]) == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: '{value}'" in err and "Traceback" not in err
+
+
+@pytest.fixture
+def silent_endpoint(monkeypatch):
+    """A loopback server that accepts connections and never answers (a black-holed proxy or endpoint)."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.getsockname()[1]}")
+    for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        monkeypatch.setenv(var, value)
+    yield server
+    server.close()
+
+
+def test_a_silent_s3_endpoint_fails_after_the_probe_attempts(silent_endpoint, monkeypatch, capsys):
+    import model_build.cli as cli
+
+    monkeypatch.setattr(cli, "PROBE_READ_S", 0.2)  # the attempts, not the clock, are what is checked
+    assert main(["--bucket", "some-bucket", "verify", "baseline"]) == 2
+    err = capsys.readouterr().err
+    assert [line.split(":")[0] for line in err.splitlines() if "did not answer (attempt" in line] == [
+        f"S3 endpoint did not answer (attempt {i}/3)" for i in (1, 2, 3)
+    ]
+    assert "did not answer 3 times in a row" in err and "Traceback" not in err

@@ -1,12 +1,15 @@
-"""The teardown sweep against a real EC2/ELB/Logs API on loopback (moto server): it deletes what carries
-this deployment's tags and leaves everything else alone."""
+"""The teardown sweep against a real EC2/ELB/Logs/CloudFormation API on loopback (moto server): it deletes
+what carries this deployment's tags and leaves everything else alone, including look-alikes (a `shared`
+cluster tag, clusters and deployments whose names start with ours, CloudFormation-managed resources)."""
 
 from __future__ import annotations
 
 import boto3
 import pytest
 
-from ops.sweep import Ownership, main, sweep
+from ops.sweep import CLOUDFORMATION_TAG, Ownership, main, sweep
+
+DEPLOYMENT_TAG = "trn-specdec:deployment"  # written out: the test must not read the key from the code under test
 
 OWNER = Ownership(deployment="trn-specdec", cluster_name="trn-specdec-eks")
 
@@ -64,6 +67,18 @@ def world(aws_env, rendered_tags):
         "sg_other_deployment": sg("other-deployment", {k: f"{v}-2" for k, v in rendered_tags.items()}),
         "eni_untagged": eni({}),
         "alb": alb("foreign", {"team": "web"}),
+        # look-alikes: each differs from an owned resource in one detail the ownership check must read
+        "sg_shared": sg("shared-subnet-sg", {"kubernetes.io/cluster/trn-specdec-eks": "shared"}),
+        "sg_prefix_cluster": sg("prefix-cluster", {"kubernetes.io/cluster/trn-specdec-eks-2": "owned"}),
+        "sg_prefix_deployment": sg("prefix-deployment", {DEPLOYMENT_TAG: "trn-specdec-staging"}),
+        "sg_cloudformation": sg(
+            "stack-managed", {DEPLOYMENT_TAG: "trn-specdec", CLOUDFORMATION_TAG: "arn:aws:cloudformation:stack/x"}
+        ),
+        "eni_prefix_cluster": eni({"cluster.k8s.amazonaws.com/name": "trn-specdec-eks-2"}),
+        "eni_cloudformation": eni(
+            {"cluster.k8s.amazonaws.com/name": "trn-specdec-eks", CLOUDFORMATION_TAG: "arn:aws:cloudformation:x"}
+        ),
+        "alb_prefix_cluster": alb("k8s-prefix", {"elbv2.k8s.aws/cluster": "trn-specdec-eks-2"}),
     }
     tg = elbv2.create_target_group(
         Name="k8s-owned-tg",
@@ -112,6 +127,16 @@ def test_sweep_deletes_only_resources_with_this_deployments_tags(world):
     for key in ("sg_untagged", "sg_other_cluster", "sg_other_deployment"):
         assert foreign[key] in after["sgs"]
     assert foreign["eni_untagged"] in after["enis"] and foreign["alb"] in after["albs"]
+    for key, kind in (
+        ("sg_shared", "sgs"),
+        ("sg_prefix_cluster", "sgs"),
+        ("sg_prefix_deployment", "sgs"),
+        ("sg_cloudformation", "sgs"),
+        ("eni_prefix_cluster", "enis"),
+        ("eni_cloudformation", "enis"),
+        ("alb_prefix_cluster", "albs"),
+    ):
+        assert foreign[key] in after[kind], f"the sweep deleted the look-alike {key}"
     assert "classic-foreign" in after["classic"]
     assert any("/aws/eks/trn-specdec-eks/cluster" in item for item in report.left_for_you)
 
@@ -129,3 +154,59 @@ def test_dry_run_deletes_nothing_and_lists_the_same_resources(world):
 def test_cli_reads_the_config_and_exits_zero_on_a_clean_account(aws_env, capsys):
     assert main(["--dry-run"]) == 0
     assert "sweep: 0 deleted, 0 failed" in capsys.readouterr().out
+
+
+def test_cli_refuses_while_a_stack_of_this_deployment_exists(aws_env, capsys):
+    cfn = boto3.session.Session(region_name="us-east-2").client("cloudformation")
+    cfn.create_stack(StackName="TrnSpecdec-Cluster", TemplateBody='{"Resources": {"T": {"Type": "AWS::SNS::Topic"}}}')
+    ec2 = boto3.session.Session(region_name="us-east-2").client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    spec = [{"ResourceType": "security-group", "Tags": [{"Key": DEPLOYMENT_TAG, "Value": "trn-specdec"}]}]
+    group = ec2.create_security_group(GroupName="g", Description="g", VpcId=vpc, TagSpecifications=spec)["GroupId"]
+
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to run while these stacks exist: TrnSpecdec-Cluster (CREATE_COMPLETE)" in err
+    assert group in {g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]}
+
+    assert main(["--force"]) == 2  # --force alone is not enough
+    assert "--force needs --reason" in capsys.readouterr().err
+
+    assert main(["--force", "--reason", "stack stuck in DELETE_FAILED on our security group"]) == 0
+    assert "because: stack stuck" in capsys.readouterr().out
+    assert group not in {g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]}
+
+
+def test_cli_without_credentials_says_so_in_one_sentence(monkeypatch, capsys, tmp_path):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # never leaves the machine
+    assert main(["--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "check your credentials" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("tags", "owned"),
+    [
+        ({DEPLOYMENT_TAG: "trn-specdec"}, True),
+        ({DEPLOYMENT_TAG: "trn-specdec-staging"}, False),
+        ({"kubernetes.io/cluster/trn-specdec-eks": "owned"}, True),
+        ({"kubernetes.io/cluster/trn-specdec-eks": "shared"}, False),
+        ({"kubernetes.io/cluster/trn-specdec-eks-2": "owned"}, False),
+        ({"elbv2.k8s.aws/cluster": "trn-specdec-eks"}, True),
+        ({"elbv2.k8s.aws/cluster": "trn-specdec-eks-2"}, False),
+        ({"cluster.k8s.amazonaws.com/name": "trn-specdec-eks"}, True),
+        ({"cluster.k8s.amazonaws.com/name": "trn-specdec-eks-2"}, False),
+        ({"eks:cluster-name": "trn-specdec-eks"}, True),
+        ({"eks:cluster-name": "trn-specdec-eks-2"}, False),
+        ({DEPLOYMENT_TAG: "trn-specdec", CLOUDFORMATION_TAG: "arn:aws:cloudformation:x"}, False),
+        ({}, False),
+    ],
+)
+def test_ownership_reads_exact_tag_values(tags, owned):
+    """EC2 filters narrow the listing server-side; this is the check that decides, for every service."""
+    assert OWNER.owns(tags) is owned

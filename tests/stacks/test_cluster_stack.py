@@ -18,6 +18,16 @@ def _trn2_nodegroup(synth) -> dict:
     return props
 
 
+def _trn2_launch_template(synth) -> dict:
+    templates = synth.resources("Cluster", "AWS::EC2::LaunchTemplate").values()
+    (data,) = [
+        t["Properties"]["LaunchTemplateData"]
+        for t in templates
+        if "InstanceType" in t["Properties"]["LaunchTemplateData"]
+    ]
+    return data
+
+
 def test_cluster_runs_the_configured_version_with_logging_and_secret_encryption(synth):
     props = _one(synth.resources("Cluster", "AWS::EKS::Cluster"))
     assert props["Version"] == "1.35"
@@ -58,12 +68,11 @@ def test_trn2_nodegroup_uses_neuron_ami_launch_template_and_taint(synth):
 
 
 def test_trn2_launch_template_sets_instance_disk_imdsv2_and_efa(synth):
-    lt = _one(synth.resources("Cluster", "AWS::EC2::LaunchTemplate"))["LaunchTemplateData"]
+    lt = _trn2_launch_template(synth)
     assert lt["InstanceType"] == "trn2.48xlarge"
     ebs = lt["BlockDeviceMappings"][0]["Ebs"]
     assert (ebs["VolumeSize"], ebs["VolumeType"], ebs["Encrypted"]) == (1024, "gp3", True)
     assert (ebs["Iops"], ebs["Throughput"]) == (16000, 1000)
-    assert lt["MetadataOptions"] == {"HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 2, "HttpTokens": "required"}
     nics = lt["NetworkInterfaces"]
     assert [n["NetworkCardIndex"] for n in nics] == list(range(16))
     assert nics[0]["InterfaceType"] == "efa" and {n["InterfaceType"] for n in nics[1:]} == {"efa-only"}
@@ -75,7 +84,7 @@ def test_trn2_launch_template_sets_instance_disk_imdsv2_and_efa(synth):
 def test_capacity_block_variant_targets_the_reservation(variant_synth):
     ng = _trn2_nodegroup(variant_synth)
     assert ng["CapacityType"] == "CAPACITY_BLOCK"
-    lt = _one(variant_synth.resources("Cluster", "AWS::EC2::LaunchTemplate"))["LaunchTemplateData"]
+    lt = _trn2_launch_template(variant_synth)
     assert lt["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
     ebs = lt["BlockDeviceMappings"][0]["Ebs"]
     assert (ebs["Iops"], ebs["Throughput"]) == (6000, 500)
@@ -114,22 +123,63 @@ def test_managed_addons_include_csi_cloudwatch_and_pod_identity_once(synth):
     assert csi_values == {"node": {"tolerateAllTaints": True}}
 
 
-def test_mountpoint_role_reads_only_the_models_bucket(synth):
-    template = synth.template("Cluster")
-    assocs = synth.resources("Cluster", "AWS::EKS::PodIdentityAssociation")
-    (csi,) = [a["Properties"] for a in assocs.values() if a["Properties"]["ServiceAccount"] == "s3-csi-driver-sa"]
-    role_id = csi["RoleArn"]["Fn::GetAtt"][0]
-    policies = [
+def test_every_node_group_keeps_imds_to_the_node_itself(synth, variant_synth):
+    """Hop limit 1: a pod on the pod network cannot fetch an IMDSv2 token, so not the node role either."""
+    for s in (synth, variant_synth):
+        templates = {k: r["Properties"] for k, r in s.resources("Cluster", "AWS::EC2::LaunchTemplate").items()}
+        groups = s.resources("Cluster", "AWS::EKS::Nodegroup").values()
+        assert len(groups) == 2
+        for group in groups:
+            template_id = group["Properties"]["LaunchTemplate"]["Id"]["Ref"]
+            metadata = templates[template_id]["LaunchTemplateData"]["MetadataOptions"]
+            assert metadata == {"HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1, "HttpTokens": "required"}
+
+
+def test_system_nodes_have_an_encrypted_root_volume(synth):
+    (system,) = [
         r["Properties"]
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
+        for r in synth.resources("Cluster", "AWS::EKS::Nodegroup").values()
+        if r["Properties"]["AmiType"] == "AL2023_x86_64_STANDARD"
     ]
-    statements = [s for p in policies for s in p["PolicyDocument"]["Statement"]]
-    actions = sorted(a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
-    assert actions == ["s3:GetObject", "s3:ListBucket"]
-    for statement in statements:
-        resource = json.dumps(statement["Resource"])
-        assert f"{synth.config.name}-models-" in resource and "AWS::AccountId" in resource, resource
+    assert system["InstanceTypes"] == ["m7i.xlarge"] and "DiskSize" not in system
+    template = synth.resources("Cluster", "AWS::EC2::LaunchTemplate")[system["LaunchTemplate"]["Id"]["Ref"]]
+    ebs = template["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"][0]["Ebs"]
+    assert (ebs["VolumeSize"], ebs["VolumeType"], ebs["Encrypted"]) == (100, "gp3", True)
+
+
+def test_api_endpoint_is_private_by_default_and_public_only_to_listed_networks(synth, variant_synth):
+    access = _one(synth.resources("Cluster", "AWS::EKS::Cluster"))["ResourcesVpcConfig"]
+    assert access["EndpointPublicAccess"] is False and access["EndpointPrivateAccess"] is True
+    assert "PublicAccessCidrs" not in access
+    access = _one(variant_synth.resources("Cluster", "AWS::EKS::Cluster"))["ResourcesVpcConfig"]
+    assert access["EndpointPublicAccess"] is True and access["EndpointPrivateAccess"] is True
+    assert access["PublicAccessCidrs"] == ["203.0.113.0/24"]
+
+
+def test_mountpoint_driver_has_no_role_of_its_own(synth):
+    """Volumes use authenticationSource: pod; a driver-level role would only widen what a future PV reads."""
+    assocs = synth.resources("Cluster", "AWS::EKS::PodIdentityAssociation").values()
+    assert "s3-csi-driver-sa" not in {a["Properties"]["ServiceAccount"] for a in assocs}
+
+
+def test_every_pod_identity_role_trusts_only_its_cluster_namespace_and_service_account(synth):
+    """Each association's role is assumable by EKS Pod Identity only with matching session tags."""
+    checked = 0
+    for stack in synth.templates:
+        template = synth.templates[stack]
+        for assoc in (r for r in template["Resources"].values() if r["Type"] == "AWS::EKS::PodIdentityAssociation"):
+            props = assoc["Properties"]
+            role = template["Resources"][props["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+            (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
+            assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+            assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+            tags = statement["Condition"]["StringEquals"]
+            assert tags["aws:RequestTag/kubernetes-namespace"] == props["Namespace"]
+            assert tags["aws:RequestTag/kubernetes-service-account"] == props["ServiceAccount"]
+            arn = json.dumps(tags["aws:RequestTag/eks-cluster-arn"])
+            assert ":eks:" in arn and ":cluster/" in arn and json.dumps(props["ClusterName"]) in arn, arn
+            checked += 1
+    assert checked >= 4, checked  # CloudWatch agent plus the workloads' roles
 
 
 def test_no_resource_is_retained_on_teardown(synth):

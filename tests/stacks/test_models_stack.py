@@ -58,3 +58,22 @@ def test_retention_switch_keeps_the_bucket_and_its_objects(variant_synth):
     (bucket,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::S3::Bucket"]
     assert bucket["DeletionPolicy"] == "Retain" and bucket["UpdateReplacePolicy"] == "Retain"
     assert not any(r["Type"] == "Custom::S3AutoDeleteObjects" for r in template["Resources"].values())
+
+
+def test_manifests_can_only_be_created_never_replaced(synth):
+    """Deny any manifest write without If-None-Match, on the keys model_build really writes."""
+    import fnmatch
+
+    from model_build.digest import artifact_prefix, checkpoint_prefix
+    from model_build.manifest import MANIFEST_NAME
+
+    policies = synth.resources("Models", "AWS::S3::BucketPolicy").values()
+    statements = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    (rule,) = [s for s in statements if s.get("Sid") == "ManifestsAreWriteOnce"]
+    assert (rule["Effect"], rule["Principal"], rule["Action"]) == ("Deny", {"AWS": "*"}, "s3:PutObject")
+    assert rule["Condition"] == {"Null": {"s3:if-none-match": "true"}}
+    # each resource is Fn::Join of [<bucket ARN>, "/<key pattern>"]
+    patterns = [r["Fn::Join"][1][1].removeprefix("/") for r in rule["Resource"]]
+    keys = [artifact_prefix("0" * 16) + MANIFEST_NAME, checkpoint_prefix("Qwen/Qwen3-32B", "a" * 40) + MANIFEST_NAME]
+    for key in keys:
+        assert any(fnmatch.fnmatchcase(key, pattern) for pattern in patterns), (key, patterns)
