@@ -53,4 +53,6 @@ def test_bench_archive_runs_the_bench_cli(serving_objects, tmp_path):
 
 @pytest.mark.parametrize("name", ["trn-specdec-build-code", "trn-specdec-bench-code"])
 def test_archives_leave_room_in_their_manifest(serving_objects, name):
-    assert len(of_kind(serving_objects, "ConfigMap")[name]["binaryData"]["code.tar.gz"]) < 60_000
+    """An early warning: the archive is most of its chart group's manifest, whose hard limit (the kubectl handler's
+    event, holding the old and the new manifest) tests/stacks/test_workloads_stack.py checks."""
+    assert len(of_kind(serving_objects, "ConfigMap")[name]["binaryData"]["code.tar.gz"]) < 80_000

@@ -116,6 +116,10 @@ CROSS_FIELD_RULES = {
         "is set but capacity_type is ON_DEMAND",
     ),
     "disk throughput within its IOPS": (_set("trn2_nodes.disk_iops", 3000), "needs at least 4000 IOPS"),
+    "AMI not ahead of the control plane": (
+        _set("trn2_nodes.ami_release_version", "1.36.0-20260601"),
+        "newer than kubernetes_version=1.35",
+    ),
     "trn2 AZ is a network AZ": (
         _set("trn2_nodes.availability_zone", "us-west-2a"),
         "is not one of network.availability_zones",

@@ -197,7 +197,7 @@ def test_no_iam_policy_grants_full_access(synth, variant_synth):
 def test_capacity_block_launch_template_attaches_no_placement_group(variant_synth):
     """EC2 already places a Capacity Block in a cluster placement group; a second one must not be attached."""
     assert variant_synth.config.efa_required  # EFA stays on: only the placement group goes
-    lt = _one(variant_synth.resources("Cluster", "AWS::EC2::LaunchTemplate"))["LaunchTemplateData"]
+    lt = _trn2_launch_template(variant_synth)
     assert "Placement" not in lt
     assert {n["InterfaceType"] for n in lt["NetworkInterfaces"]} == {"efa", "efa-only"}
     assert variant_synth.resources("Cluster", "AWS::EC2::PlacementGroup") == {}
