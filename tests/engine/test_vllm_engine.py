@@ -59,7 +59,10 @@ def multi_profile_config() -> DeploymentConfig:
     data["trn2_nodes"].update(max_size=2)
     data["profiles"] += [
         {"name": "spec-k5", "decoding": {"method": "fused-draft", "draft": "qwen3-1-7b", "num_speculative_tokens": 5}},
-        {"name": "spec-0-6b", "decoding": {"method": "fused-draft", "draft": "qwen3-0-6b", "num_speculative_tokens": 7}},
+        {
+            "name": "spec-0-6b",
+            "decoding": {"method": "fused-draft", "draft": "qwen3-0-6b", "num_speculative_tokens": 7},
+        },
     ]
     return parse_config(data)
 

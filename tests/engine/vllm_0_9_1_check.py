@@ -27,6 +27,7 @@ from vllm.platforms.neuron import NeuronPlatform
 vllm.platforms._current_platform = NeuronPlatform()
 
 import vllm.config  # noqa: E402
+import vllm.model_executor.models.registry as registry  # noqa: E402
 from vllm.config import ModelConfig  # noqa: E402
 from vllm.engine.arg_utils import AsyncEngineArgs  # noqa: E402
 from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args  # noqa: E402
@@ -58,6 +59,10 @@ def _neuron_fork_verify_with_parallel_config(self: Any, parallel_config: Any) ->
 
 ModelConfig.verify_with_parallel_config = _neuron_fork_verify_with_parallel_config  # type: ignore[method-assign]
 
+# vLLM inspects the model class in a fresh interpreter so that CUDA is not initialised in the parent
+# (registry._run_in_subprocess); there is no CUDA here, and a second torch + vllm import costs seconds.
+registry._run_in_subprocess = lambda fn: fn()
+
 
 def check(argv: list[str], env: dict[str, str], host_memory_gib: int) -> None:
     """Parse like `vllm serve` and build the engine config; raise with vLLM's own message.
@@ -83,7 +88,8 @@ def check(argv: list[str], env: dict[str, str], host_memory_gib: int) -> None:
 
 
 def main() -> int:
-    commands = json.loads(open(sys.argv[1]).read())
+    with open(sys.argv[1]) as commands_file:
+        commands = json.load(commands_file)
     results: dict[str, str] = {}
     saved = dict(os.environ)
     for command in commands:
