@@ -72,6 +72,15 @@ def _set(path: str, value: Any):
     [
         ("profiles.1.decoding.num_speculative_tokens", 0, ["num_speculative_tokens=0", "1..15"]),
         ("profiles.1.decoding.num_speculative_tokens", 16, ["num_speculative_tokens=16", "1..15"]),
+        (
+            "profiles.1.decoding.draft_max_model_len",
+            2048,
+            [
+                "profiles[1] (speculative).decoding.draft_max_model_len=2048",
+                "profiles[1] (speculative).max_model_len=1024",
+                "set draft_max_model_len: 1024",
+            ],
+        ),
         ("models.qwen3-1-7b.tokenizer_family", "llama3", ["tokenizer family 'llama3'", "tokenizers_compatible"]),
         ("serving.placement.tensor_parallel_size", 64, ["tensor_parallel_size=64", "set tensor_parallel_size: 32"]),
         ("serving.placement.devices", 2, ["devices=2", "1, 4, 8, 16"]),
