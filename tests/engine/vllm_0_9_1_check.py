@@ -1,10 +1,9 @@
 """Build vLLM 0.9.1's engine config for each command line, on its Neuron platform (runs in .venv-vllm-0.9.1).
 
-Usage: python vllm_0_9_1_check.py COMMANDS_JSON RESULTS_JSON. COMMANDS_JSON is a list of {"name", "argv", "env"}, argv
-being the container's `command + args` with model paths already mapped to fixture dirs, plus the node's
-"host_memory_gib". Writes one JSON
-object {name: "ok" | error sentence} to RESULTS_JSON (vLLM logs to stdout) and exits 1 when any fails. Standard library + vllm only:
-this file is not imported by the main test environment.
+Usage: python vllm_0_9_1_check.py COMMANDS_JSON RESULTS_JSON. COMMANDS_JSON is a list of {"name", "argv",
+"env", "host_memory_gib"}: the container's `command + args` (model paths mapped to fixture dirs), its env,
+and the node's RAM. Writes {name: "ok" | vLLM's error} to RESULTS_JSON (vLLM logs to stdout) and exits 1
+when any fails. Needs only vllm's environment; the main test environment never imports this file.
 
 What it does is what `vllm serve` does before it loads a model: vLLM's own parser
 (`make_arg_parser` + `AsyncEngineArgs.from_cli_args`), then `create_engine_config()`, which is where
@@ -40,11 +39,13 @@ _upstream_verify = ModelConfig.verify_with_parallel_config
 def _neuron_fork_verify_with_parallel_config(self: Any, parallel_config: Any) -> None:
     """The one difference of the Neuron fork applied here: no attention-heads % TP check on Neuron.
 
-    aws-neuron/upstreaming-to-vllm tag 2.24.0 (490ab20f), vllm/config.py lines 706-714:
+    aws-neuron/upstreaming-to-vllm tag 2.24.0 (490ab20f, vLLM 0.7.2 base), vllm/config.py lines 706-714:
     `if not current_platform.is_neuron():` guards the heads check in
-    `ModelConfig.verify_with_parallel_config` (NxDI pads or replicates heads itself). The fork's 0.9-based
-    tags (SDK 2.26.1) are not readable here; the reference deployment runs a 16-head Qwen3-1.7B draft at
-    TP 32 on that image, which upstream 0.9.1 rejects with this very check, so the guard is still there.
+    `ModelConfig.verify_with_parallel_config`. The SDK 2.26.1 tag (vLLM 0.9.1 base) is not in the readable
+    snapshot, and its newest 0.9-based commit there (main dd417b31, 2025-06-24, config.py 1049-1066) has
+    the check unguarded. Applied anyway because the reference deployment runs a 16-head Qwen3-1.7B draft
+    at TP 32 on the 2.26.1 image, which the unguarded check rejects ("Total number of attention heads (16)
+    must be divisible by tensor parallel size (32)"). Re-check at the 2.26.1 tag when it can be read.
     The checks after the heads check only act with expert parallelism or pipeline parallelism > 1, which
     these command lines never use; refuse those rather than guess.
     """
