@@ -15,6 +15,11 @@ export AWS_EC2_METADATA_DISABLED := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 16,18,20
 export UV_PYTHON_DOWNLOADS := never
 
+# vLLM 0.9.1 (the legacy-v0 stack's engine) in its own pinned environment, for the engine-level check in
+# tests/engine/; its lock stays out of requirements.lock. vllm itself goes in with --no-deps.
+VLLM_PYTHON ?= python3.11
+VLLM_0_9_1_VENV := .venv-vllm-0.9.1
+
 .PHONY: setup synth test lint format deploy stage build bench ab destroy sweep-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
@@ -26,6 +31,12 @@ $(VENV)/.installed: requirements.lock requirements-bootstrap.lock
 	$(BIN)/uv pip sync --quiet --python $(BIN)/python --require-hashes requirements.lock
 	touch $@
 
+$(VLLM_0_9_1_VENV)/.installed: requirements-vllm-0.9.1.lock
+	$(VLLM_PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "vLLM 0.9.1 needs Python 3.11, found " + sys.version.split()[0]'
+	$(VLLM_PYTHON) -m venv $(VLLM_0_9_1_VENV)
+	$(VLLM_0_9_1_VENV)/bin/pip install --quiet --no-deps --require-hashes -r requirements-vllm-0.9.1.lock
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -34,7 +45,7 @@ synth: setup
 	$(CDK) synth --quiet $(CDK_FLAGS) -c dist=dist
 	@echo "templates: $$(ls cdk.out/*.template.json | tr '\n' ' ')"; echo "kubernetes: $$(ls dist/*.yaml)"
 
-test: setup
+test: setup $(VLLM_0_9_1_VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest

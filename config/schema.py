@@ -148,7 +148,13 @@ class DraftSpeculation(_Strict):
     method: Literal["fused-draft", "eagle"]
     draft: Name = Field(description="Key of the draft in `models`.")
     num_speculative_tokens: int = Field(description=f"k, tokens proposed per target step ({K_MIN}..{K_MAX}).")
-    draft_max_model_len: int | None = Field(default=None, ge=128, le=131072)
+    draft_max_model_len: int | None = Field(
+        default=None,
+        ge=128,
+        le=131072,
+        description="The draft's max_model_len in --speculative-config; at most the profile's max_model_len "
+        "(vLLM refuses to start otherwise). Unset: the profile's max_model_len.",
+    )
     tokenizers_compatible: bool = Field(
         default=False,
         description="Set true only if you checked that draft and target tokenize identically.",
@@ -443,6 +449,13 @@ class DeploymentConfig(_Strict):
                     continue
                 if d.draft == p.target:
                     problems.append(f"{where}.decoding.draft={d.draft!r} is the target itself; pick a smaller model")
+                if d.draft_max_model_len is not None and d.draft_max_model_len > p.max_model_len:
+                    problems.append(
+                        f"{where}.decoding.draft_max_model_len={d.draft_max_model_len} is larger than "
+                        f"{where}.max_model_len={p.max_model_len}, and vLLM refuses to start with a draft longer "
+                        f"than its target; set draft_max_model_len: {p.max_model_len} (or leave it out), or raise "
+                        "max_model_len"
+                    )
                 tf, df = self.models[p.target].tokenizer_family, self.models[d.draft].tokenizer_family
                 if tf != df and not d.tokenizers_compatible:
                     problems.append(

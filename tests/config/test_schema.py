@@ -95,6 +95,10 @@ CROSS_FIELD_RULES = {
     "image has NxDI": (_set("serving.image.tag", "0.9.1-neuronx-py311-sdk2.32.0-ubuntu22.04"), "SDK 2.32+ images drop"),
     "draft is a model": (_set("profiles.1.decoding.draft", "qwen3-8b"), "draft='qwen3-8b' is not a key of models"),
     "draft is not the target": (_set("profiles.1.decoding.draft", "qwen3-32b"), "is the target itself"),
+    "draft no longer than the target": (
+        _set("profiles.1.decoding.draft_max_model_len", 2048),
+        "draft_max_model_len=2048 is larger than",
+    ),
     "draft shares the tokenizer": (_set("models.qwen3-1-7b.tokenizer_family", "llama3"), "tokenizer family 'llama3'"),
     "TP = devices x cores": (_set("serving.placement.tensor_parallel_size", 64), "set tensor_parallel_size: 32"),
     "devices fit the instance": (_set("trn2_nodes.instance_type", "trn2.3xlarge"), "devices=8 exceeds the 1 devices"),
@@ -147,6 +151,15 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
     [
         ("profiles.1.decoding.num_speculative_tokens", 0, ["num_speculative_tokens=0", "1..15"]),
         ("profiles.1.decoding.num_speculative_tokens", 16, ["num_speculative_tokens=16", "1..15"]),
+        (
+            "profiles.1.decoding.draft_max_model_len",
+            2048,
+            [
+                "profiles[1] (speculative).decoding.draft_max_model_len=2048",
+                "profiles[1] (speculative).max_model_len=1024",
+                "set draft_max_model_len: 1024",
+            ],
+        ),
         ("models.qwen3-1-7b.tokenizer_family", "llama3", ["tokenizer family 'llama3'", "tokenizers_compatible"]),
         ("serving.placement.tensor_parallel_size", 64, ["tensor_parallel_size=64", "set tensor_parallel_size: 32"]),
         ("serving.placement.devices", 2, ["devices=2", "1, 4, 8, 16"]),

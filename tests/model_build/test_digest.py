@@ -95,7 +95,7 @@ RELEVANT: dict[str, Callable[[dict[str, Any]], None]] = {
     "target model": _set("models.qwen3-32b.hf_id", "Qwen/Qwen3-14B"),
     "draft revision": _set("models.qwen3-1-7b.revision", NEW_REVISION),
     "draft model": _set("profiles.1.decoding.draft", "qwen3-0-6b"),
-    "draft max_model_len": _set("profiles.1.decoding.draft_max_model_len", 4096),
+    "draft max_model_len": _set("profiles.1.decoding.draft_max_model_len", 512),
     "num_speculative_tokens": _set("profiles.1.decoding.num_speculative_tokens", 5),
     "tensor_parallel_size": _both(
         _set("serving.placement.devices", 16),
