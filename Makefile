@@ -1,5 +1,6 @@
 # trn-specdec: one entry point for set-up, synth, tests, deploy and teardown.
-# `make synth` and `make test` need only Python 3.11 and Node.js; they install the rest (pinned).
+# `make synth` and `make test` need only Python 3.11-3.13 and Node.js; they install the rest (pinned).
+# Another interpreter: make PYTHON=python3.12 synth
 
 PYTHON ?= python3
 VENV := .venv
@@ -8,11 +9,9 @@ CONFIG ?= config/default.yaml
 CDK := npx --no-install cdk
 CDK_FLAGS := -c config=$(CONFIG) --no-notices
 
-# Offline and quiet: no CLI telemetry, no IMDS probing, no end-of-life Node banner from jsii (value: the
-# Node majors to silence; Node 20 left jsii support on 2026-10-30 but still runs it).
+# Offline: no CLI telemetry, no IMDS probing.
 export CDK_DISABLE_CLI_TELEMETRY := true
 export AWS_EC2_METADATA_DISABLED := true
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 16,18,20
 export UV_PYTHON_DOWNLOADS := never
 
 # vLLM 0.9.1 (the legacy-v0 stack's engine) in its own pinned environment, for the engine-level check in
@@ -25,7 +24,8 @@ VLLM_0_9_1_VENV := .venv-vllm-0.9.1
 setup: $(VENV)/.installed node_modules/.installed
 
 $(VENV)/.installed: requirements.lock requirements-bootstrap.lock
-	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "trn-specdec needs Python 3.11, found " + sys.version.split()[0]'
+	@command -v $(PYTHON) >/dev/null || { echo "PYTHON=$(PYTHON) is not on PATH: install a Python that pyproject.toml's requires-python admits and point make at it, for example make PYTHON=python3.12 synth"; exit 2; }
+	$(PYTHON) tools/python_support.py check
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --require-hashes -r requirements-bootstrap.lock
 	$(BIN)/uv pip sync --quiet --python $(BIN)/python --require-hashes requirements.lock

@@ -23,7 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def time_synth(app: str, runs: int) -> list[float]:
     env = os.environ | {
         "CDK_DISABLE_CLI_TELEMETRY": "true",
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "16,18,20",
         "AWS_EC2_METADATA_DISABLED": "true",
     }
     times = []

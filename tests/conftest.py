@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 from collections.abc import Iterator
@@ -17,7 +16,6 @@ import yaml
 from config import DEFAULT_CONFIG, DeploymentConfig, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "16,18,20")
 
 
 MOTO_ACCOUNT = "123456789012"  # what moto's STS GetCallerIdentity answers

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -94,8 +95,7 @@ def _run_app(*context: str) -> subprocess.CompletedProcess[str]:
     """Run app.py as the CDK CLI does: `-c key=value` arrives through CDK_CONTEXT_JSON."""
     env = {
         "CDK_CONTEXT_JSON": json.dumps(dict(c.split("=", 1) for c in context)),
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "16,18,20",
+        "PATH": os.environ["PATH"],  # the user's Node.js
     }
     return subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
