@@ -7,7 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from bench.results import ResultsError, RunSettings, load_results, save_results
+from bench.results import BenchResults, ResultsError, RunSettings, error_reasons, load_results, save_results
 
 
 def _config(path: str | None) -> object | None:
@@ -56,7 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not ask vLLM for per-chunk usage (then token counts per chunk come from token_ids or text share)",
     )
-    run.add_argument("--out", default="bench-results.json")
+    run.add_argument("--out", default="bench-results.json", help="rewritten after every test case")
+    run.add_argument(
+        "--resume", action="store_true", help="keep the cases already in --out and run only the missing ones"
+    )
     run.add_argument("--config", help="deployment config (default config/default.yaml): k per profile, namespace")
     run.add_argument("--cloudwatch", action="store_true", help="also publish the results to CloudWatch")
     run.add_argument("--upload", metavar="s3://BUCKET/KEY", help="also copy the results file to S3")
@@ -110,16 +113,32 @@ def _run(args: argparse.Namespace) -> int:
     )
     cfg = _config(args.config)
     options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
+    out = Path(args.out)
+    previous = load_results(out) if args.resume and out.exists() else None
+    if args.resume and previous is None:
+        print(f"note: --resume: {out} does not exist yet; starting from the first case", file=sys.stderr)
     try:
         results = asyncio.run(
-            run_benchmark(endpoints, cases, settings, options=options, k_by_variant=_k_by_profile(cfg))
+            run_benchmark(
+                endpoints,
+                cases,
+                settings,
+                options=options,
+                k_by_variant=_k_by_profile(cfg),
+                resume=previous,
+                on_case=lambda partial: save_results(partial, out),
+            )
         )
     except (ConnectionError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    out = save_results(results, args.out)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: every finished test case is in {out}; add --resume to continue", file=sys.stderr)
+        return 130
+    save_results(results, out)
     print(format_table(results))
     print(f"\nresults: {out}")
+    failed = _variants_without_success(results)
     if args.upload:
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -128,9 +147,24 @@ def _run(args: argparse.Namespace) -> int:
         except (BotoCoreError, ClientError) as err:
             print(f"error: upload to {args.upload} failed ({err}); the results are in {out}", file=sys.stderr)
             return 1
-    if args.cloudwatch:
-        return _publish(results, cfg)
-    return 0
+    if args.cloudwatch and (code := _publish(results, cfg)):
+        return code
+    return 1 if failed else 0
+
+
+def _variants_without_success(results: BenchResults) -> list[str]:
+    """Variants with no successful request in any case, each printed with why its requests failed."""
+    failed = []
+    for v in results.variants:
+        runs = [r for r in results.runs if r.variant == v.name]
+        if runs and not any(r.summary.ok for r in runs):
+            failed.append(v.name)
+            reasons = error_reasons([rec for r in runs for rec in r.records]) or ["no requests were sent"]
+            print(
+                f"error: variant {v.name!r} ({v.base_url}) had no successful request: " + "; ".join(reasons),
+                file=sys.stderr,
+            )
+    return failed
 
 
 def upload(path: Path, url: str, region: str | None) -> str:

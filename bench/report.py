@@ -113,7 +113,9 @@ def _notes(runs: Sequence[CaseRun]) -> list[str]:
         if s.errors:
             notes.add(f"`{run.variant}` / {run.test_case}: {s.errors} failed request(s)")
         if s.usage_missing:
-            notes.add(f"`{run.variant}`: server sent no usage; token counts are local chunk counts")
+            notes.add(
+                f"`{run.variant}` / {run.test_case}: {s.usage_missing} response(s) without usage or token_ids: counted for TTFT and E2E only, excluded from TPOT, ITL and throughput"
+            )
         if s.short_outputs:
             notes.add(f"`{run.variant}` / {run.test_case}: {s.short_outputs} response(s) shorter than max_tokens")
     return sorted(notes)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.spec_metrics import SpecDecodeResult
 
@@ -35,11 +36,24 @@ class RequestRecord(_Model):
     ttft_s: float | None = Field(default=None, description="Time to the first token-carrying chunk.")
     e2e_s: float | None = Field(default=None, description="Time to the end of the stream.")
     output_tokens: int = Field(default=0, description="From the server's usage; see usage_missing.")
-    usage_missing: bool = Field(default=False, description="True when the server sent no usage: tokens counted.")
+    usage_missing: bool = Field(
+        default=False,
+        description="True when no exact token count came back (no usage, no token_ids): the request counts for "
+        "TTFT and E2E only and is excluded from TPOT, ITL and throughput.",
+    )
     token_source: TokenSource = "none"
     chunk_times_s: list[float] = Field(default_factory=list, description="Arrival of each token chunk.")
     chunk_tokens: list[int] = Field(default_factory=list, description="Tokens each of those chunks carried.")
     error: str | None = None
+
+    @model_validator(mode="after")
+    def _chunks_pair_up(self) -> RequestRecord:
+        if len(self.chunk_times_s) != len(self.chunk_tokens):
+            raise ValueError(
+                f"chunk_times_s has {len(self.chunk_times_s)} entries but chunk_tokens has {len(self.chunk_tokens)}; "
+                "each chunk needs one arrival time and one token count"
+            )
+        return self
 
     @property
     def ok(self) -> bool:
@@ -48,7 +62,7 @@ class RequestRecord(_Model):
     @property
     def tpot_s(self) -> float | None:
         """Time per output token after the first: (e2e - TTFT) / (tokens - 1), as `vllm bench serve` defines it."""
-        if not self.ok or self.output_tokens < 2:
+        if not self.ok or self.usage_missing or self.output_tokens < 2:
             return None
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)  # type: ignore[operator]
 
@@ -60,6 +74,8 @@ class RequestRecord(_Model):
         """
         values: list[float] = []
         weights: list[int] = []
+        if self.usage_missing:
+            return values, weights
         times, tokens = self.chunk_times_s, self.chunk_tokens
         for i in range(1, len(times)):
             if tokens[i] > 0:
@@ -69,7 +85,7 @@ class RequestRecord(_Model):
 
     @property
     def output_tok_s(self) -> float | None:
-        if not self.ok or not self.e2e_s:
+        if not self.ok or self.usage_missing or not self.e2e_s:
             return None
         return self.output_tokens / self.e2e_s
 
@@ -123,7 +139,7 @@ class RunSummary(_Model):
     requests: int
     ok: int
     errors: int
-    usage_missing: int = Field(description="Requests whose token counts were counted locally, not from usage.")
+    usage_missing: int = Field(description="Requests without exact token counts: excluded from token metrics.")
     short_outputs: int = Field(description="Requests with fewer output tokens than max_tokens (EOS not ignored?).")
     output_tokens: int
     duration_s: float
@@ -143,13 +159,13 @@ def summarize(records: Sequence[RequestRecord], *, duration_s: float, max_tokens
         v, w = r.itl()
         itl_values += v
         itl_weights += w
-    tokens = sum(r.output_tokens for r in ok)
+    tokens = sum(r.output_tokens for r in ok if not r.usage_missing)
     return RunSummary(
         requests=len(records),
         ok=len(ok),
         errors=len(records) - len(ok),
         usage_missing=sum(r.usage_missing for r in ok),
-        short_outputs=sum(r.output_tokens < max_tokens for r in ok),
+        short_outputs=sum(r.output_tokens < max_tokens for r in ok if not r.usage_missing),
         output_tokens=tokens,
         duration_s=duration_s,
         output_tok_s=tokens / duration_s if duration_s > 0 else 0.0,
@@ -159,6 +175,17 @@ def summarize(records: Sequence[RequestRecord], *, duration_s: float, max_tokens
         e2e_s=Stat.of([r.e2e_s for r in ok if r.e2e_s is not None]),
         request_tok_s=Stat.of([t for r in ok if (t := r.output_tok_s) is not None]),
     )
+
+
+def error_reasons(records: Sequence[RequestRecord], top: int = 3) -> list[str]:
+    """The most common reasons requests failed, as `3x HTTP 503: ...`, for the console."""
+    counts: dict[str, int] = {}
+    for r in records:
+        if not r.ok:
+            reason = r.error or "no timing recorded"
+            counts[reason] = counts.get(reason, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    return [f"{n}x {reason[:200]}" for reason, n in ranked[:top]]
 
 
 class RunSettings(_Model):
@@ -215,6 +242,18 @@ class BenchResults(_Model):
     variants: list[VariantInfo]
     runs: list[CaseRun]
 
+    @model_validator(mode="after")
+    def _runs_name_known_variants(self) -> BenchResults:
+        names = [v.name for v in self.variants]
+        if not names:
+            raise ValueError("variants is empty; a results file names at least one variant (its baseline)")
+        if len(set(names)) != len(names):
+            raise ValueError(f"variants {names} repeat a name; each variant needs its own")
+        unknown = sorted({r.variant for r in self.runs} - set(names))
+        if unknown:
+            raise ValueError(f"runs name variant(s) {unknown} that are not among variants {names}")
+        return self
+
     @property
     def baseline(self) -> str:
         """The variant named `baseline`, else the first one given."""
@@ -260,9 +299,13 @@ class ResultsError(ValueError):
 def load_results(path: str | Path) -> BenchResults:
     file = Path(path)
     try:
-        data = json.loads(file.read_text())
+        data = json.loads(file.read_text(encoding="utf-8"))
     except OSError as err:
         raise ResultsError(f"results file {str(file)!r} cannot be read ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise ResultsError(
+            f"results file {str(file)!r} is not UTF-8 text (byte {err.start}); pass a file written by `bench run`"
+        ) from None
     except json.JSONDecodeError as err:
         raise ResultsError(
             f"results file {str(file)!r} is not JSON ({err}); pass a file written by `bench run`"
@@ -277,12 +320,25 @@ def load_results(path: str | Path) -> BenchResults:
         return BenchResults.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ResultsError(f"results file {str(file)!r}: {where}: {first['msg']}") from None
+        where = ".".join(str(p) for p in first["loc"]) or "top level"
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ResultsError(f"results file {str(file)!r}: {where}: {msg}") from None
 
 
 def save_results(results: BenchResults, path: str | Path) -> Path:
+    """Write atomically and durably: a temporary file, fsync'd, renamed over the old one, directory fsync'd.
+    A crash or Ctrl-C at any moment leaves either the previous complete file or the new one."""
     file = Path(path)
     file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(results.model_dump_json(indent=1) + "\n")
+    tmp = file.with_name(f".{file.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(results.model_dump_json(indent=1) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, file)
+    directory = os.open(file.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
     return file

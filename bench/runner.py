@@ -18,7 +18,7 @@ import aiohttp
 
 from bench.client import Target, discover_model, make_session, run_load
 from bench.prompts import TestCase
-from bench.results import BenchResults, CaseRun, RunSettings, VariantInfo, summarize
+from bench.results import BenchResults, CaseRun, RunSettings, VariantInfo, error_reasons, summarize
 from bench.spec_metrics import acceptance, scrape
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -56,8 +56,13 @@ async def run_benchmark(
     *,
     options: RunOptions = RunOptions(),
     k_by_variant: dict[str, int] | None = None,
+    resume: BenchResults | None = None,
+    on_case: Callable[[BenchResults], None] = lambda _: None,
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> BenchResults:
+    """Every endpoint through every case. After each case, `on_case` gets the results so far (the CLI writes
+    them to disk, so an interrupted suite keeps its finished cases). With `resume`, (variant, case) runs it
+    already holds are kept and not run again; its settings and variants must match."""
     names = [e.name for e in endpoints]
     if not endpoints or len(set(names)) != len(names):
         raise ValueError(f"endpoints need unique names, got {names}")
@@ -69,31 +74,53 @@ async def run_benchmark(
             model = options.model or await discover_model(sessions[e.name], e.url)
             targets[e.name] = Target(base_url=e.url, model=model, api=settings.api)
             log(f"{e.name}: {e.url} serves {model}")
-        runs: list[CaseRun] = []
+        variants = [VariantInfo(name=e.name, base_url=e.url, model=targets[e.name].model) for e in endpoints]
+        runs = _resumable_runs(resume, settings, variants)
+        done_pairs = {(r.variant, r.test_case) for r in runs}
         for index, case in enumerate(cases):
             seed = settings.seed + index  # same arrivals for every variant of this case
+            todo = [e for e in endpoints if (e.name, case.name) not in done_pairs]
+            if not todo:
+                log(f"[{case.name}] already in the results file; skipped")
+                continue
 
             def job(e: Endpoint, case: TestCase = case, seed: int = seed) -> Awaitable[CaseRun]:
                 k = (k_by_variant or {}).get(e.name)
                 return _case_run(sessions[e.name], e.name, targets[e.name], case, settings, options, seed, k)
 
             if settings.mode == "simultaneous":
-                done = list(await asyncio.gather(*(job(e) for e in endpoints)))
+                done = list(await asyncio.gather(*(job(e) for e in todo)))
             else:
-                done = [await job(e) for e in endpoints]
+                done = [await job(e) for e in todo]
             for run in done:
                 s = run.summary
-                log(f"[{case.name}] {run.variant}: {s.ok}/{s.requests} ok in {run.duration_s:.1f} s")
+                why = "; ".join(error_reasons(run.records))
+                log(
+                    f"[{case.name}] {run.variant}: {s.ok}/{s.requests} ok in {run.duration_s:.1f} s"
+                    + (f" ({why})" if why else "")
+                )
             runs += done
+            on_case(BenchResults(created_at=datetime.now(UTC), settings=settings, variants=variants, runs=runs))
     finally:
         for s in sessions.values():
             await s.close()
-    return BenchResults(
-        created_at=datetime.now(UTC),
-        settings=settings,
-        variants=[VariantInfo(name=e.name, base_url=e.url, model=targets[e.name].model) for e in endpoints],
-        runs=runs,
-    )
+    return BenchResults(created_at=datetime.now(UTC), settings=settings, variants=variants, runs=runs)
+
+
+def _resumable_runs(resume: BenchResults | None, settings: RunSettings, variants: list[VariantInfo]) -> list[CaseRun]:
+    if resume is None:
+        return []
+    if resume.settings != settings:
+        raise ValueError(
+            f"--resume: the results file was run with {resume.settings.model_dump()}, not {settings.model_dump()}; "
+            "pass the same options, or a new --out"
+        )
+    if resume.variants != variants:
+        raise ValueError(
+            f"--resume: the results file has variants {[v.model_dump() for v in resume.variants]}, this run "
+            f"{[v.model_dump() for v in variants]}; pass the same --endpoint list, or a new --out"
+        )
+    return list(resume.runs)
 
 
 async def _case_run(

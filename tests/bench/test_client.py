@@ -208,3 +208,45 @@ def test_text_share_sums_to_the_server_total(total: int, lengths: list[int]) -> 
 def test_text_share_is_proportional() -> None:
     assert share_by_text(10, [4, 4, 8, 4]) == [2, 2, 4, 2]
     assert share_by_text(3, [1, 1, 1]) == [1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("null-event", "not a JSON object"),
+        ("not-json", "not JSON"),
+        ("truncate", "stream ended without `data: [DONE]` after 2 token chunk(s)"),
+    ],
+)
+def test_a_misbehaving_stream_is_a_request_error_with_the_reason(serve: Serve, fault: str, reason: str) -> None:
+    url = serve(Script(fault=fault, **FAST))  # type: ignore[arg-type]
+    load = asyncio.run(
+        run_load(Target(url, "loopback-model", "completions"), "hi", requests=2, max_tokens=6, concurrency=2)
+    )
+    assert [r.ok for r in load.records] == [False, False]
+    assert all(r.error and reason in r.error and r.chunk_times_s == [] for r in load.records), load.records[0].error
+
+
+def test_a_timeout_says_which_limit_it_hit(serve: Serve) -> None:
+    url = serve(Script(ttft_s=5.0, step_s=0.01))
+    load = asyncio.run(
+        run_load(
+            Target(url, "loopback-model", "completions"),
+            "hi",
+            requests=1,
+            max_tokens=3,
+            concurrency=1,
+            request_timeout_s=0.2,
+        )
+    )
+    assert load.records[0].error == "timed out after 0.2 s (--request-timeout) with 0 bytes received"
+
+
+def test_a_stream_without_usage_is_flagged_and_kept_out_of_token_metrics(serve: Serve) -> None:
+    url = serve(Script(usage="none", **FAST))
+    load = asyncio.run(
+        run_load(Target(url, "loopback-model", "completions"), "hi", requests=2, max_tokens=5, concurrency=2)
+    )
+    s = summarize(load.records, duration_s=load.duration_s, max_tokens=5)
+    assert s.ok == 2 and s.usage_missing == 2 and s.ttft_s.n == 2
+    assert s.output_tokens == 0 and s.tpot_s.n == 0 and s.itl_s.n == 0
