@@ -71,7 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     tune = sub.add_parser("tune", help="predict the best k from a results file (Leviathan et al. 2023 model)")
     tune.add_argument("results")
     tune.add_argument("--config", help="deployment config (default config/default.yaml): the k each profile ran")
-    tune.add_argument("--cost-ratio", type=float, default=None, help="draft step cost / target step cost (0.05)")
+    tune.add_argument(
+        "--cost-ratio",
+        type=float,
+        default=None,
+        help="draft step cost / target step cost for the predictions; default: measured from step times, else 0.05",
+    )
 
     pub = sub.add_parser("publish", help="publish a results file to CloudWatch (raw values, high resolution)")
     pub.add_argument("results")
@@ -199,16 +204,11 @@ def _publish(results: object, cfg: object | None) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from bench.tune import DEFAULT_COST_RATIO, fit_cases, format_tuning
+    from bench.tune import fit_cases, format_tuning
 
-    cfg = _config(args.config)
-    k_by_variant = {
-        p.name: p.decoding.num_speculative_tokens
-        for p in (cfg.profiles if cfg is not None else [])
-        if p.speculative and hasattr(p.decoding, "num_speculative_tokens")
-    }
-    c = DEFAULT_COST_RATIO if args.cost_ratio is None else args.cost_ratio
-    print(format_tuning(fit_cases(load_results(args.results), k_by_variant, c), c))
+    results = load_results(args.results)
+    cfg = _config(args.config) if any(v.num_speculative_tokens is None for v in results.variants) else None
+    print(format_tuning(fit_cases(results, _k_by_profile(cfg), args.cost_ratio)))
     return 0
 
 

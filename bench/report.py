@@ -88,11 +88,16 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
                         _fmt(sp.e2e, suffix="x"),
                         _fmt(sp.throughput, suffix="x"),
                         _fmt(spec.acceptance_rate if spec else None),
-                        _fmt(spec.mean_acceptance_length if spec else None),
+                        _acceptance_length(run),
                     ]
                 )
             header = ["test case", "kind", "variant", "x TPOT", "x ITL", "x E2E", "x tok/s", "accept", "accept len"]
             out += [*_md_table(header, rows), ""]
+            out += [
+                "accept: vLLM's accepted / drafted tokens. accept len: tokens per target step from /metrics, or "
+                "(client) tokens per streamed chunk when the server exposes no acceptance (legacy fused path).",
+                "",
+            ]
             for kind in ("structured", "open-ended"):
                 g = _geomean([sp.tpot for sp in speedups if sp.kind == kind and sp.tpot])
                 out.append(f"- {kind}: geometric-mean TPOT speedup {_fmt(g, suffix='x')}")
@@ -102,6 +107,16 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
             out += ["### Notes", "", *[f"- {n}" for n in notes], ""]
     out += [f"![{Path(i).stem}]({i})" for i in images]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _acceptance_length(run: CaseRun | None) -> str:
+    """The server's mean acceptance length, else tokens per streamed chunk labelled as client-derived."""
+    if run is None:
+        return "-"
+    if run.spec_decode.mean_acceptance_length is not None:
+        return _fmt(run.spec_decode.mean_acceptance_length)
+    per_step = run.tokens_per_step()
+    return "-" if per_step is None else f"{per_step:.2f} (client)"
 
 
 def _notes(runs: Sequence[CaseRun]) -> list[str]:

@@ -207,6 +207,7 @@ class VariantInfo(_Model):
     name: str
     base_url: str
     model: str
+    num_speculative_tokens: int | None = Field(default=None, description="k, from the config's profile, if known.")
 
 
 class CaseRun(_Model):
@@ -220,6 +221,29 @@ class CaseRun(_Model):
     records: list[RequestRecord]
     summary: RunSummary
     spec_decode: SpecDecodeResult
+
+    def _steps(self) -> tuple[int, int, float]:
+        """(chunks, tokens, seconds) after each successful request's first chunk, exact token counts only."""
+        chunks = tokens = 0
+        seconds = 0.0
+        for r in self.records:
+            if r.ok and not r.usage_missing and r.token_source in ("usage_per_chunk", "token_ids"):
+                chunks += len(r.chunk_tokens) - 1
+                tokens += sum(r.chunk_tokens[1:])
+                seconds += r.chunk_times_s[-1] - r.chunk_times_s[0] if len(r.chunk_times_s) > 1 else 0.0
+        return chunks, tokens, seconds
+
+    def tokens_per_step(self) -> float | None:
+        """Client-derived mean acceptance length: output tokens per streamed chunk after the first, from exact
+        per-chunk counts. vLLM streams one chunk per engine step, so this is 1 + accepted per step even when the
+        server exposes no spec-decode metrics (the legacy Neuron fused path)."""
+        chunks, tokens, _ = self._steps()
+        return tokens / chunks if chunks else None
+
+    def step_time_s(self) -> float | None:
+        """Mean time between streamed chunks after the first: one engine step (target, plus drafting if any)."""
+        chunks, _, seconds = self._steps()
+        return seconds / chunks if chunks else None
 
 
 class Speedup(_Model):

@@ -74,7 +74,15 @@ async def run_benchmark(
             model = options.model or await discover_model(sessions[e.name], e.url)
             targets[e.name] = Target(base_url=e.url, model=model, api=settings.api)
             log(f"{e.name}: {e.url} serves {model}")
-        variants = [VariantInfo(name=e.name, base_url=e.url, model=targets[e.name].model) for e in endpoints]
+        variants = [
+            VariantInfo(
+                name=e.name,
+                base_url=e.url,
+                model=targets[e.name].model,
+                num_speculative_tokens=(k_by_variant or {}).get(e.name),
+            )
+            for e in endpoints
+        ]
         runs = _resumable_runs(resume, settings, variants)
         done_pairs = {(r.variant, r.test_case) for r in runs}
         for index, case in enumerate(cases):
