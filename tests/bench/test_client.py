@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.client import (
+    RawStream,
     Target,
     discover_model,
     make_session,
@@ -250,3 +251,57 @@ def test_a_stream_without_usage_is_flagged_and_kept_out_of_token_metrics(serve: 
     s = summarize(load.records, duration_s=load.duration_s, max_tokens=5)
     assert s.ok == 2 and s.usage_missing == 2 and s.ttft_s.n == 2
     assert s.output_tokens == 0 and s.tpot_s.n == 0 and s.itl_s.n == 0
+
+
+def _sse_line(event: object) -> bytes:
+    return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+def test_each_chunk_is_stamped_with_the_socket_read_that_completed_it() -> None:
+    """Three events arrive in three socket reads, the first ending exactly with a read and the second split
+    across two: each event's time is the read that brought its last byte. The reader resumed much later (a busy loop); that time is not used."""
+    events = [
+        _sse_line({"choices": [{"text": " a"}], "usage": {"completion_tokens": 1}}),
+        _sse_line({"choices": [{"text": " b c"}], "usage": {"completion_tokens": 3}}),
+        _sse_line({"choices": [{"text": " d"}], "usage": {"completion_tokens": 4}}),
+        b"data: [DONE]\n\n",
+    ]
+    body = b"".join(events)
+    split = len(events[0]) + 5  # the second event is cut after five bytes
+    raw = RawStream(
+        queued=10.0,
+        sent=10.0,
+        ended=11.0,
+        body=bytearray(body),
+        arrivals=[(0, 10.05), (len(events[0]) - 1, 10.1), (split, 10.15), (len(body), 10.2)],  # - 1: the blank line
+        resumed=[(len(body), 10.9)],
+    )
+    r = raw.to_record(run_start=10.0)
+    assert r.chunk_times_s == pytest.approx([0.1, 0.2, 0.2]) and r.chunk_tokens == [1, 2, 1]
+    assert r.ttft_s == pytest.approx(0.1) and r.e2e_s == pytest.approx(1.0)
+    assert raw.as_resumed().to_record(run_start=10.0).chunk_times_s == pytest.approx([0.9, 0.9, 0.9])
+
+
+def test_streams_ending_together_are_stamped_after_the_server_wrote_and_before_we_parsed(serve: Serve) -> None:
+    """The burst-end case (equal lengths, all finishing in the same instant), checked for causality only:
+    every chunk's stamp lies between the server's write of it and our reader getting it. How close to the
+    write is measured by benchmarks/client_accuracy.py, not asserted here (a loaded machine would fail it)."""
+    script = Script(ttft_s=0.08, step_s=0.01, pattern=(1, 3, 2, 4))
+    url = serve(script)
+    prompts = [f"burst {i}" for i in range(16)]
+
+    async def go() -> Any:
+        async with make_session(limit=16) as session:
+            target = Target(url, "loopback-model", "completions")
+            await run_load(target, "warm", requests=16, max_tokens=2, concurrency=16, session=session)
+            return await run_load(target, prompts, requests=16, max_tokens=60, concurrency=16, session=session)
+
+    load = asyncio.run(go())
+    logs = {log["body"]["prompt"]: log for log in server_log(url, 32)}
+    for i, (r, raw) in enumerate(zip(load.records, load.raw, strict=True)):
+        log = logs[f"burst {i}"]
+        assert r.ok and r.chunk_tokens == log["sizes"]
+        resumed = raw.as_resumed().to_record(load.perf_start)
+        send = load.perf_start + r.start_s
+        for stamp, written, read in zip(r.chunk_times_s, log["sent"], resumed.chunk_times_s, strict=True):
+            assert written - 1e-6 <= send + stamp <= send + read + 1e-6
