@@ -32,6 +32,12 @@ def _k_by_profile(cfg: object | None) -> dict[str, int]:
     return out
 
 
+def _config_baseline(cfg: object | None, endpoint_names: list[str]) -> str | None:
+    """The config's baseline profile (its one owner), when an endpoint carries that profile's name."""
+    name = cfg.baseline_profile.name if cfg is not None else None  # type: ignore[attr-defined]
+    return name if name in endpoint_names else None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -61,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--resume", action="store_true", help="keep the cases already in --out and run only the missing ones"
     )
     run.add_argument("--config", help="deployment config (default config/default.yaml): k per profile, namespace")
+    run.add_argument(
+        "--baseline", help="the endpoint speedups are against; default: the config's baseline profile, else the first"
+    )
     run.add_argument("--cloudwatch", action="store_true", help="also publish the results to CloudWatch")
     run.add_argument("--upload", metavar="s3://BUCKET/KEY", help="also copy the results file to S3")
 
@@ -118,6 +127,11 @@ def _run(args: argparse.Namespace) -> int:
     )
     cfg = _config(args.config)
     options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
+    names = [e.name for e in endpoints]
+    baseline = args.baseline or _config_baseline(cfg, names) or names[0]
+    if baseline not in names:
+        print(f"error: --baseline {baseline!r} is not one of the --endpoint names {names}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     previous = load_results(out) if args.resume and out.exists() else None
     if args.resume and previous is None:
@@ -130,6 +144,7 @@ def _run(args: argparse.Namespace) -> int:
                 settings,
                 options=options,
                 k_by_variant=_k_by_profile(cfg),
+                baseline=baseline,
                 resume=previous,
                 on_case=lambda partial: save_results(partial, out),
             )

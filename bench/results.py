@@ -264,6 +264,9 @@ class BenchResults(_Model):
     created_at: datetime
     settings: RunSettings
     variants: list[VariantInfo]
+    baseline_variant: str | None = Field(
+        default=None, description="The variant speedups are against, chosen at run time (config `baseline`)."
+    )
     runs: list[CaseRun]
 
     @model_validator(mode="after")
@@ -273,6 +276,8 @@ class BenchResults(_Model):
             raise ValueError("variants is empty; a results file names at least one variant (its baseline)")
         if len(set(names)) != len(names):
             raise ValueError(f"variants {names} repeat a name; each variant needs its own")
+        if self.baseline_variant is not None and self.baseline_variant not in names:
+            raise ValueError(f"baseline_variant={self.baseline_variant!r} is not among variants {names}")
         unknown = sorted({r.variant for r in self.runs} - set(names))
         if unknown:
             raise ValueError(f"runs name variant(s) {unknown} that are not among variants {names}")
@@ -280,7 +285,9 @@ class BenchResults(_Model):
 
     @property
     def baseline(self) -> str:
-        """The variant named `baseline`, else the first one given."""
+        """The baseline recorded at run time; files from before it was recorded: `baseline`, else the first."""
+        if self.baseline_variant is not None:
+            return self.baseline_variant
         names = [v.name for v in self.variants]
         return "baseline" if "baseline" in names else names[0]
 

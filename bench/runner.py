@@ -56,6 +56,7 @@ async def run_benchmark(
     *,
     options: RunOptions = RunOptions(),
     k_by_variant: dict[str, int] | None = None,
+    baseline: str | None = None,
     resume: BenchResults | None = None,
     on_case: Callable[[BenchResults], None] = lambda _: None,
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
@@ -66,6 +67,9 @@ async def run_benchmark(
     names = [e.name for e in endpoints]
     if not endpoints or len(set(names)) != len(names):
         raise ValueError(f"endpoints need unique names, got {names}")
+    baseline = baseline or names[0]
+    if baseline not in names:
+        raise ValueError(f"baseline {baseline!r} is not one of the endpoints {names}; pass --baseline NAME")
     limit = settings.concurrency or 0
     sessions = {e.name: make_session(limit=limit) for e in endpoints}
     try:
@@ -83,7 +87,7 @@ async def run_benchmark(
             )
             for e in endpoints
         ]
-        runs = _resumable_runs(resume, settings, variants)
+        runs = _resumable_runs(resume, settings, variants, baseline)
         done_pairs = {(r.variant, r.test_case) for r in runs}
         for index, case in enumerate(cases):
             seed = settings.seed + index  # same arrivals for every variant of this case
@@ -108,16 +112,26 @@ async def run_benchmark(
                     + (f" ({why})" if why else "")
                 )
             runs += done
-            on_case(BenchResults(created_at=datetime.now(UTC), settings=settings, variants=variants, runs=runs))
+            on_case(_results(settings, variants, baseline, runs))
     finally:
         for s in sessions.values():
             await s.close()
-    return BenchResults(created_at=datetime.now(UTC), settings=settings, variants=variants, runs=runs)
+    return _results(settings, variants, baseline, runs)
 
 
-def _resumable_runs(resume: BenchResults | None, settings: RunSettings, variants: list[VariantInfo]) -> list[CaseRun]:
+def _results(settings: RunSettings, variants: list[VariantInfo], baseline: str, runs: list[CaseRun]) -> BenchResults:
+    return BenchResults(
+        created_at=datetime.now(UTC), settings=settings, variants=variants, baseline_variant=baseline, runs=runs
+    )
+
+
+def _resumable_runs(
+    resume: BenchResults | None, settings: RunSettings, variants: list[VariantInfo], baseline: str
+) -> list[CaseRun]:
     if resume is None:
         return []
+    if resume.baseline != baseline:
+        raise ValueError(f"--resume: the results file's baseline is {resume.baseline!r}, not {baseline!r}")
     if resume.settings != settings:
         raise ValueError(
             f"--resume: the results file was run with {resume.settings.model_dump()}, not {settings.model_dump()}; "

@@ -11,11 +11,14 @@ from pathlib import Path
 
 import boto3
 import pytest
+import yaml
 
 from bench.__main__ import main
 from bench.loopback_server import Script
 from bench.results import BenchResults, load_results, save_results
+from bench.runner import format_table
 from tests.bench.conftest import ROOT, Serve
+from tests.conftest import default_config_dict
 
 
 def test_run_with_a_suite_file_as_a_module(two_servers: dict[str, str], tmp_path: Path) -> None:
@@ -156,3 +159,25 @@ def test_run_fails_when_a_variant_never_succeeds_and_says_why(
     err = capsys.readouterr().err
     assert "error: variant 'broken'" in err and "had no successful request: 2x HTTP 503" in err
     assert "baseline'" not in err
+
+
+def test_the_baseline_comes_from_the_config_and_is_recorded_in_the_results(
+    two_servers: dict[str, str], tmp_path: Path
+) -> None:
+    """[plain (none), baseline (fused-draft)]: the profile named `baseline` speculates, so it is not the baseline;
+    report and tune read the recorded choice, not the names."""
+    data = default_config_dict()
+    data["profiles"][0]["name"] = "plain"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(data))
+    suite = tmp_path / "s.yaml"
+    suite.write_text("- {name: one, prompt: 'Shall I compare', kind: open-ended}\n")
+    out = tmp_path / "r.json"
+    args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "8", "--out", str(out)]
+    args += ["--config", str(tmp_path / "config.yaml"), "--api", "completions"]
+    args += [f"--endpoint=baseline={two_servers['speculative']}", f"--endpoint=plain={two_servers['baseline']}"]
+    assert main(args) == 0
+    results = load_results(out)
+    assert results.baseline_variant == "plain" == results.baseline
+    assert [s.variant for s in results.speedups()] == ["baseline"]
+    assert "speedups are against `plain`" in format_table(results)
+    assert main([*args, "--baseline", "nobody"]) == 2

@@ -96,10 +96,11 @@ def test_results_round_trip_and_clear_errors(bench_results: BenchResults, tmp_pa
         load_results(tmp_path / "partial.json")
 
 
-def test_baseline_is_named_or_first(bench_results: BenchResults) -> None:
-    assert bench_results.baseline == "baseline"
-    renamed = bench_results.model_copy(
-        update={"variants": [v.model_copy(update={"name": f"v{i}"}) for i, v in enumerate(bench_results.variants)]}
+def test_files_without_a_recorded_baseline_fall_back_to_the_name_or_the_first(bench_results: BenchResults) -> None:
+    legacy = bench_results.model_copy(update={"baseline_variant": None})
+    assert legacy.baseline == "baseline"
+    renamed = legacy.model_copy(
+        update={"variants": [v.model_copy(update={"name": f"v{i}"}) for i, v in enumerate(legacy.variants)]}
     )
     assert renamed.baseline == "v0"
 
@@ -129,3 +130,11 @@ def test_saving_replaces_the_file_whole(bench_results: BenchResults, tmp_path: P
     save_results(bench_results, path)
     assert load_results(path) == bench_results
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left behind
+
+
+def test_the_recorded_baseline_wins_over_names(bench_results: BenchResults) -> None:
+    assert bench_results.baseline_variant == "baseline"
+    chosen = bench_results.model_copy(update={"baseline_variant": "speculative"})
+    assert chosen.baseline == "speculative" and {s.variant for s in chosen.speedups()} == {"baseline"}
+    with pytest.raises(ValueError, match="baseline_variant='ghost' is not among variants"):
+        BenchResults.model_validate({**json.loads(bench_results.model_dump_json()), "baseline_variant": "ghost"})

@@ -202,3 +202,25 @@ def _field_names() -> set[str]:
         "profiles",
         "config",
     }
+
+
+def test_the_baseline_is_named_in_the_config_or_is_the_first_plain_profile() -> None:
+    data = default_config_dict()
+    spec = copy.deepcopy(data["profiles"][1])
+    # [plain (none), baseline (fused-draft)]: names do not decide, speculation does
+    data["profiles"] = [{**copy.deepcopy(data["profiles"][0]), "name": "plain"}, {**spec, "name": "baseline"}]
+    assert parse_config(data).baseline_profile.name == "plain"
+    data["profiles"].append({**copy.deepcopy(data["profiles"][0]), "name": "plain-2"})
+    data["trn2_nodes"]["max_size"] = 2  # room for a third service
+    data["baseline"] = "plain-2"
+    assert parse_config(data).baseline_profile.name == "plain-2"
+
+
+def test_a_baseline_that_is_missing_or_speculates_is_refused() -> None:
+    assert problems_for(lambda d: d.update(baseline="nope")) == [
+        "baseline='nope' is not a profile; use one of baseline, speculative"
+    ]
+    assert problems_for(lambda d: d.update(baseline="speculative")) == [
+        "baseline='speculative' speculates (fused-draft); speedups need a reference without speculation: "
+        "name one of baseline"
+    ]
