@@ -62,6 +62,7 @@ def test_acceptance_is_differenced_per_variant_and_case(bench_results: BenchResu
         assert len(spec.per_position) == k and spec.per_position[0] >= spec.per_position[-1]
 
 
+@pytest.mark.timing
 def test_speedups_follow_the_chunking(bench_results: BenchResults) -> None:
     speedups = {s.test_case: s for s in bench_results.speedups()}
     assert set(speedups) == set(CASES)
@@ -88,6 +89,7 @@ def test_console_table_lists_every_run_with_speedups(bench_results: BenchResults
     assert "baseline: not exposed" in table
 
 
+@pytest.mark.timing
 def test_simultaneous_mode_and_rate_mode(two_servers: dict[str, str]) -> None:
     settings = RunSettings(
         suite="default",
@@ -108,7 +110,7 @@ def test_simultaneous_mode_and_rate_mode(two_servers: dict[str, str]) -> None:
     assert all(run.summary.ok == 3 for run in r.runs)
     assert all(rec.token_source == "usage_text_share" for run in r.runs for rec in run.records)
     b, s = (sorted(rec.start_s for rec in run.records) for run in r.runs)
-    assert b == pytest.approx(s, abs=0.02)  # the same seeded arrival schedule for both
+    assert b == pytest.approx(s, abs=0.05)  # the same seeded arrival schedule for both
 
 
 def test_duplicate_names_are_refused() -> None:

@@ -206,6 +206,7 @@ def test_a_run_the_model_does_not_describe_is_flagged() -> None:
     assert "paths disagree" in format_tuning([fit])
 
 
+@pytest.mark.timing
 def test_metrics_and_client_paths_agree_on_a_real_run(bench_results: BenchResults) -> None:
     """The loopback speculative server counts one draft per chunk: its /metrics and its stream say the same."""
     k = SPECULATIVE.num_speculative_tokens
