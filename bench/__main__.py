@@ -48,8 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
     load = run.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=int, help="closed loop: N requests in flight (default 4)")
     load.add_argument("--rate", type=float, help="open loop: Poisson arrivals, requests per second")
-    run.add_argument("--requests", type=int, default=8, help="measured requests per variant and test case")
-    run.add_argument("--warmup", type=int, default=1, help="discarded requests before each measured run")
+    run.add_argument(
+        "--requests",
+        type=int,
+        default=100,
+        help="measured requests per variant and test case (100: p99 is then the second-largest, not the maximum)",
+    )
+    run.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="discarded requests, sent at once before each measured run (default: --concurrency, else 8)",
+    )
     run.add_argument("--max-tokens", type=int, default=600, help="fixed output length (min_tokens = max_tokens)")
     run.add_argument("--mode", choices=["interleaved", "simultaneous"], default="interleaved")
     run.add_argument("--api", choices=["chat", "completions"], default="chat")
@@ -120,7 +130,7 @@ def _run(args: argparse.Namespace) -> int:
         concurrency=concurrency,
         rate=args.rate,
         requests=args.requests,
-        warmup=args.warmup,
+        warmup=args.warmup if args.warmup is not None else (concurrency or 8),
         max_tokens=args.max_tokens,
         seed=args.seed,
         continuous_usage=not args.no_continuous_usage,

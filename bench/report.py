@@ -64,7 +64,7 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
             "",
             f"Run {r.created_at:%Y-%m-%d %H:%M} UTC; {s.api} API, {load}, {s.requests} requests "
             f"(+{s.warmup} warm-up) per test case, {s.max_tokens} output tokens, {s.mode} variants. "
-            f"Latencies are p50/p90; ITL is token-weighted; speedups are `{r.baseline}` p50 / variant p50.",
+            f"Latencies are p50/p90/p99 (p99 is close to the maximum below about 100 requests); ITL is token-weighted; speedups are `{r.baseline}` p50 / variant p50.",
             "",
             "Variants: " + ", ".join(f"`{v.name}` ({v.model} at {v.base_url})" for v in r.variants),
             "",

@@ -122,6 +122,7 @@ class Stat(_Model):
     mean: float | None = None
     p50: float | None = None
     p90: float | None = None
+    p99: float | None = Field(default=None, description="Meaningful from about 100 values; see n.")
 
     @classmethod
     def of(cls, values: Sequence[float], weights: Sequence[float] | None = None) -> Stat:
@@ -130,7 +131,13 @@ class Stat(_Model):
         w = list(weights) if weights is not None else [1.0] * len(values)
         total = sum(w)
         mean = sum(v * x for v, x in zip(values, w, strict=True)) / total if total else None
-        return cls(n=total, mean=mean, p50=percentile(values, 50, weights), p90=percentile(values, 90, weights))
+        return cls(
+            n=total,
+            mean=mean,
+            p50=percentile(values, 50, weights),
+            p90=percentile(values, 90, weights),
+            p99=percentile(values, 99, weights),
+        )
 
 
 class RunSummary(_Model):

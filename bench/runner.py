@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 import aiohttp
 
 from bench.client import Target, discover_model, make_session, run_load
-from bench.prompts import TestCase
+from bench.prompts import TestCase, variations
 from bench.results import BenchResults, CaseRun, RunSettings, VariantInfo, error_reasons, summarize
 from bench.spec_metrics import acceptance, scrape
 
@@ -161,12 +161,13 @@ async def _case_run(
         "continuous_usage": settings.continuous_usage,
         "session": session,
     }
-    if settings.warmup:
-        await run_load(target, case.prompt, requests=settings.warmup, concurrency=settings.concurrency or 1, **common)
+    if settings.warmup:  # all at once, so every connection the measured run will use is open
+        warm = variations(case, settings.warmup, seed=-1 - seed)
+        await run_load(target, warm, requests=settings.warmup, concurrency=settings.warmup, **common)
     before, _ = await scrape(session, target.base_url)
     load = await run_load(
         target,
-        case.prompt,
+        variations(case, settings.requests, seed),
         requests=settings.requests,
         concurrency=settings.concurrency,
         rate=settings.rate,
@@ -205,8 +206,8 @@ def _x(x: float | None) -> str:
 def summary_rows(results: BenchResults) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the summary table, shared by the console and the Markdown report."""
     header = [
-        "test case", "kind", "variant", "ok/n", "TTFT p50/p90 ms", "TPOT p50/p90 ms", "ITL p50/p90 ms",
-        "E2E p50/p90 s", "out tok/s", "accept", "x TPOT", "x E2E",
+        "test case", "kind", "variant", "ok/n", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
+        "ITL p50/p90/p99 ms", "E2E p50/p90/p99 s", "out tok/s", "accept", "x TPOT", "x E2E",
     ]  # fmt: skip
     speedups = {(s.variant, s.test_case): s for s in results.speedups()}
     rows: list[list[str]] = []
@@ -222,10 +223,10 @@ def summary_rows(results: BenchResults) -> tuple[list[str], list[list[str]]]:
                     run.kind,
                     run.variant,
                     f"{s.ok}/{s.requests}",
-                    f"{_ms(s.ttft_s.p50)}/{_ms(s.ttft_s.p90)}",
-                    f"{_ms(s.tpot_s.p50)}/{_ms(s.tpot_s.p90)}",
-                    f"{_ms(s.itl_s.p50)}/{_ms(s.itl_s.p90)}",
-                    f"{_s(s.e2e_s.p50)}/{_s(s.e2e_s.p90)}",
+                    f"{_ms(s.ttft_s.p50)}/{_ms(s.ttft_s.p90)}/{_ms(s.ttft_s.p99)}",
+                    f"{_ms(s.tpot_s.p50)}/{_ms(s.tpot_s.p90)}/{_ms(s.tpot_s.p99)}",
+                    f"{_ms(s.itl_s.p50)}/{_ms(s.itl_s.p90)}/{_ms(s.itl_s.p99)}",
+                    f"{_s(s.e2e_s.p50)}/{_s(s.e2e_s.p90)}/{_s(s.e2e_s.p99)}",
                     f"{s.output_tok_s:.1f}",
                     "-" if acc is None else f"{acc:.2f}",
                     _x(sp.tpot) if sp else "-",

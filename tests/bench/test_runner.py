@@ -128,3 +128,22 @@ def test_duplicate_names_are_refused() -> None:
     )
     with pytest.raises(ValueError, match="unique names"):
         asyncio.run(run_benchmark([Endpoint("a", "http://x"), Endpoint("a", "http://y")], [], settings))
+
+
+def test_every_request_of_a_case_sends_its_own_prompt_and_every_variant_the_same_ones(
+    bench_results: BenchResults, two_servers: dict[str, str]
+) -> None:
+    import json
+    import urllib.request
+
+    def prompts(url: str) -> list[str]:
+        with urllib.request.urlopen(url + "/debug/requests", timeout=10) as resp:
+            bodies = [log["body"] for log in json.loads(resp.read())]
+        return [b["messages"][-1]["content"] if "messages" in b else b["prompt"] for b in bodies]
+
+    base, spec = prompts(two_servers["baseline"]), prompts(two_servers["speculative"])
+    measured = [p for p in base if "meaning of life" in p][-REQUESTS:]
+    assert len(set(measured)) == REQUESTS and all(p.endswith("I believe the meaning of life is") for p in measured)
+    assert measured == [p for p in spec if "meaning of life" in p][-REQUESTS:]
+    warm = [p for p in base if "meaning of life" in p][:-REQUESTS]
+    assert warm and not set(warm) & set(measured)  # warm-up prompts are not reused
