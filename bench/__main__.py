@@ -7,7 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from bench.results import ResultsError, RunSettings, load_results, save_results
+from bench.results import BenchResults, ResultsError, RunSettings, error_reasons, load_results, save_results
 from config import ConfigError
 
 
@@ -33,6 +33,12 @@ def _k_by_profile(cfg: object | None) -> dict[str, int]:
     return out
 
 
+def _config_baseline(cfg: object | None, endpoint_names: list[str]) -> str | None:
+    """The config's baseline profile (its one owner), when an endpoint carries that profile's name."""
+    name = cfg.baseline_profile.name if cfg is not None else None  # type: ignore[attr-defined]
+    return name if name in endpoint_names else None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -43,8 +49,18 @@ def build_parser() -> argparse.ArgumentParser:
     load = run.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=int, help="closed loop: N requests in flight (default 4)")
     load.add_argument("--rate", type=float, help="open loop: Poisson arrivals, requests per second")
-    run.add_argument("--requests", type=int, default=8, help="measured requests per variant and test case")
-    run.add_argument("--warmup", type=int, default=1, help="discarded requests before each measured run")
+    run.add_argument(
+        "--requests",
+        type=int,
+        default=100,
+        help="measured requests per variant and test case (100: p99 is then the second-largest, not the maximum)",
+    )
+    run.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="discarded requests, sent at once before each measured run (default: --concurrency, else 8)",
+    )
     run.add_argument("--max-tokens", type=int, default=600, help="fixed output length (min_tokens = max_tokens)")
     run.add_argument("--mode", choices=["interleaved", "simultaneous"], default="interleaved")
     run.add_argument("--api", choices=["chat", "completions"], default="chat")
@@ -57,8 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not ask vLLM for per-chunk usage (then token counts per chunk come from token_ids or text share)",
     )
-    run.add_argument("--out", default="bench-results.json")
+    run.add_argument("--out", default="bench-results.json", help="rewritten after every test case")
+    run.add_argument(
+        "--resume", action="store_true", help="keep the cases already in --out and run only the missing ones"
+    )
     run.add_argument("--config", help="deployment config (default config/default.yaml): k per profile, namespace")
+    run.add_argument(
+        "--baseline", help="the endpoint speedups are against; default: the config's baseline profile, else the first"
+    )
     run.add_argument("--cloudwatch", action="store_true", help="also publish the results to CloudWatch")
     run.add_argument("--upload", metavar="s3://BUCKET/KEY", help="also copy the results file to S3")
 
@@ -69,7 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     tune = sub.add_parser("tune", help="predict the best k from a results file (Leviathan et al. 2023 model)")
     tune.add_argument("results")
     tune.add_argument("--config", help="deployment config (default config/default.yaml): the k each profile ran")
-    tune.add_argument("--cost-ratio", type=float, default=None, help="draft step cost / target step cost (0.05)")
+    tune.add_argument(
+        "--cost-ratio",
+        type=float,
+        default=None,
+        help="draft step cost / target step cost for the predictions; default: measured from step times, else 0.05",
+    )
 
     pub = sub.add_parser("publish", help="publish a results file to CloudWatch (raw values, high resolution)")
     pub.add_argument("results")
@@ -104,23 +131,45 @@ def _run(args: argparse.Namespace) -> int:
         concurrency=concurrency,
         rate=args.rate,
         requests=args.requests,
-        warmup=args.warmup,
+        warmup=args.warmup if args.warmup is not None else (concurrency or 8),
         max_tokens=args.max_tokens,
         seed=args.seed,
         continuous_usage=not args.no_continuous_usage,
     )
     cfg = _config(args.config)
     options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
+    names = [e.name for e in endpoints]
+    baseline = args.baseline or _config_baseline(cfg, names) or names[0]
+    if baseline not in names:
+        print(f"error: --baseline {baseline!r} is not one of the --endpoint names {names}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    previous = load_results(out) if args.resume and out.exists() else None
+    if args.resume and previous is None:
+        print(f"note: --resume: {out} does not exist yet; starting from the first case", file=sys.stderr)
     try:
         results = asyncio.run(
-            run_benchmark(endpoints, cases, settings, options=options, k_by_variant=_k_by_profile(cfg))
+            run_benchmark(
+                endpoints,
+                cases,
+                settings,
+                options=options,
+                k_by_variant=_k_by_profile(cfg),
+                baseline=baseline,
+                resume=previous,
+                on_case=lambda partial: save_results(partial, out),
+            )
         )
     except (ConnectionError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    out = save_results(results, args.out)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: every finished test case is in {out}; add --resume to continue", file=sys.stderr)
+        return 130
+    save_results(results, out)
     print(format_table(results))
     print(f"\nresults: {out}")
+    failed = _variants_without_success(results)
     if args.upload:
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -129,9 +178,24 @@ def _run(args: argparse.Namespace) -> int:
         except (BotoCoreError, ClientError) as err:
             print(f"error: upload to {args.upload} failed ({err}); the results are in {out}", file=sys.stderr)
             return 1
-    if args.cloudwatch:
-        return _publish(results, cfg)
-    return 0
+    if args.cloudwatch and (code := _publish(results, cfg)):
+        return code
+    return 1 if failed else 0
+
+
+def _variants_without_success(results: BenchResults) -> list[str]:
+    """Variants with no successful request in any case, each printed with why its requests failed."""
+    failed = []
+    for v in results.variants:
+        runs = [r for r in results.runs if r.variant == v.name]
+        if runs and not any(r.summary.ok for r in runs):
+            failed.append(v.name)
+            reasons = error_reasons([rec for r in runs for rec in r.records]) or ["no requests were sent"]
+            print(
+                f"error: variant {v.name!r} ({v.base_url}) had no successful request: " + "; ".join(reasons),
+                file=sys.stderr,
+            )
+    return failed
 
 
 def upload(path: Path, url: str, region: str | None) -> str:
@@ -166,16 +230,11 @@ def _publish(results: object, cfg: object | None) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from bench.tune import DEFAULT_COST_RATIO, fit_cases, format_tuning
+    from bench.tune import fit_cases, format_tuning
 
-    cfg = _config(args.config)
-    k_by_variant = {
-        p.name: p.decoding.num_speculative_tokens
-        for p in (cfg.profiles if cfg is not None else [])
-        if p.speculative and hasattr(p.decoding, "num_speculative_tokens")
-    }
-    c = DEFAULT_COST_RATIO if args.cost_ratio is None else args.cost_ratio
-    print(format_tuning(fit_cases(load_results(args.results), k_by_variant, c), c))
+    results = load_results(args.results)
+    cfg = _config(args.config) if any(v.num_speculative_tokens is None for v in results.variants) else None
+    print(format_tuning(fit_cases(results, _k_by_profile(cfg), args.cost_ratio)))
     return 0
 
 

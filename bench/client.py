@@ -18,15 +18,20 @@ Tokens per chunk, best source first:
 from __future__ import annotations
 
 import asyncio
+import bisect
+import functools
+import gc
 import json
 import random
 import time
-from collections.abc import Awaitable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 from bench.results import RequestRecord, TokenSource
 
@@ -91,11 +96,192 @@ async def _mark_sent(_: aiohttp.ClientSession, ctx: Any, __: Any) -> None:
         sent["t"] = time.perf_counter()
 
 
+class _StampingHandler(ResponseHandler):
+    """aiohttp's connection protocol, plus the time of every socket read that fed the current response body.
+
+    `data_received` runs as soon as the event loop sees the socket readable, before any coroutine of ours:
+    that is when a chunk arrived, however long the loop then takes to resume the reader (at a burst of
+    streams ending together it is busy finishing the others)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stamped: object | None = None
+        self.stamps: list[tuple[int, float]] = []
+
+    def data_received(self, data: bytes) -> None:
+        t = time.perf_counter()
+        super().data_received(data)
+        payload = self._payload
+        if payload is None:
+            return
+        if payload is not self.stamped:
+            self.stamped, self.stamps = payload, []
+        self.stamps.append((payload.total_bytes, t))
+
+
 def make_session(limit: int = 0) -> aiohttp.ClientSession:
-    """A session that timestamps the moment each request body is handed to the socket (see stream_one)."""
+    """A session that timestamps the moment each request body is handed to the socket and every socket read
+    of a response (see receive_one)."""
     trace = aiohttp.TraceConfig()
     trace.on_request_chunk_sent.append(_mark_sent)
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit), trace_configs=[trace], trust_env=False)
+    connector = aiohttp.TCPConnector(limit=limit)
+    if not hasattr(connector, "_factory"):
+        raise RuntimeError(f"aiohttp {aiohttp.__version__} has no TCPConnector._factory; use the pinned aiohttp")
+    connector._factory = functools.partial(_StampingHandler, loop=asyncio.get_running_loop())
+    return aiohttp.ClientSession(connector=connector, trace_configs=[trace], trust_env=False)
+
+
+@dataclass
+class RawStream:
+    """What the receive path keeps of one request: bytes and when they arrived. Parsing and the record are
+    built later (`to_record`), off the receive path, so finishing one stream never delays the others' stamps."""
+
+    queued: float
+    sent: float | None = None
+    ended: float = 0.0
+    body: bytearray = field(default_factory=bytearray)
+    arrivals: list[tuple[int, float]] = field(default_factory=list)  # (body bytes so far, perf_counter)
+    resumed: list[tuple[int, float]] = field(default_factory=list)  # the same, when our reader got the bytes
+    error: str | None = None
+
+    def arrival(self, end: int) -> float:
+        """When the body byte ending at offset `end` arrived."""
+        i = bisect.bisect_left(self.arrivals, end, key=lambda a: a[0])
+        return self.arrivals[min(i, len(self.arrivals) - 1)][1]
+
+    def as_resumed(self) -> RawStream:
+        """This stream stamped when the reader resumed instead of at the socket read: for measuring the gain."""
+        return RawStream(self.queued, self.sent, self.ended, self.body, self.resumed, self.resumed, self.error)
+
+    def to_record(self, run_start: float) -> RequestRecord:
+        t0 = self.sent if self.sent is not None else self.queued
+        base = RequestRecord(
+            start_s=round(t0 - run_start, 6), send_delay_s=round(t0 - self.queued, 6), e2e_s=round(self.ended - t0, 6)
+        )
+        if self.error is not None:
+            return base.model_copy(update={"error": self.error})
+        try:
+            chunks, final_usage = self._events()
+        except _StreamError as err:
+            return base.model_copy(update={"error": str(err)})
+        if not chunks:
+            return base.model_copy(update={"error": "stream ended without any token"})
+        tokens, source = _tokens_per_chunk(chunks, final_usage)
+        kept = [(c.t - t0, n) for c, n in zip(chunks, tokens, strict=True) if n > 0]
+        if not kept:
+            return base.model_copy(update={"error": "usage reports zero output tokens"})
+        total = final_usage.get("completion_tokens") if final_usage else None
+        exact = total is not None or source in ("usage_per_chunk", "token_ids")
+        return base.model_copy(
+            update={
+                "ttft_s": round(kept[0][0], 6),
+                "output_tokens": int(total) if total is not None else sum(n for _, n in kept),
+                "usage_missing": not exact,
+                "token_source": source,
+                "chunk_times_s": [round(t, 6) for t, _ in kept],
+                "chunk_tokens": [n for _, n in kept],
+            }
+        )
+
+    def _events(self) -> tuple[list[_Chunk], dict[str, Any] | None]:
+        """Token-carrying chunks with their arrival times, and the final usage. Raises _StreamError with the
+        reason for anything a well-behaved server would not send."""
+        chunks: list[_Chunk] = []
+        final_usage: dict[str, Any] | None = None
+        last_cumulative = 0
+        end = 0
+        body = bytes(self.body)
+        for number, raw in enumerate(body.splitlines(keepends=True), start=1):
+            end += len(raw)
+            line = raw.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                return chunks, final_usage
+            where = f"event on line {number} ({data[:60]!r})"
+            try:
+                event = json.loads(data)
+            except ValueError:
+                raise _StreamError(f"malformed {where}: not JSON") from None
+            if not isinstance(event, dict):
+                raise _StreamError(f"malformed {where}: not a JSON object")
+            if "error" in event:
+                raise _StreamError(f"server error in stream: {json.dumps(event['error'])[:300]}")
+            usage, choices = event.get("usage"), event.get("choices") or []
+            if usage is not None and not isinstance(usage, dict):
+                raise _StreamError(f"malformed {where}: usage is not an object")
+            if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+                raise _StreamError(f"malformed {where}: choices is not a list of objects")
+            if usage:
+                final_usage = usage
+            if not choices:
+                continue
+            delta = None
+            cumulative = usage.get("completion_tokens") if usage else None
+            if cumulative is not None:
+                if not isinstance(cumulative, int):
+                    raise _StreamError(f"malformed {where}: usage.completion_tokens is not an integer")
+                delta, last_cumulative = cumulative - last_cumulative, cumulative
+            try:
+                text = _choice_text(choices[0])
+                ids = choices[0].get("token_ids")
+                n_ids = len(ids) if ids is not None else None
+            except (AttributeError, TypeError):
+                raise _StreamError(f"malformed {where}: choices[0] has no text, delta or token_ids") from None
+            if text or n_ids or (delta or 0) > 0:
+                chunks.append(_Chunk(self.arrival(end), len(text), n_ids, delta))
+        raise _StreamError(
+            f"stream ended without `data: [DONE]` after {len(chunks)} token chunk(s): the server closed it early"
+        )
+
+
+class _StreamError(Exception):
+    """Why a received stream cannot be trusted, as a sentence for the record's error."""
+
+
+async def receive_one(
+    session: aiohttp.ClientSession,
+    target: Target,
+    prompt: str,
+    max_tokens: int,
+    *,
+    continuous_usage: bool = True,
+    timeout_s: float = 600.0,
+) -> RawStream:
+    """Send one streaming request and keep its raw bytes with the time of each socket read.
+
+    Latency counts from when the request was written to the socket (sessions from `make_session`), not from
+    when this coroutine started: at a burst of 64 streams, building and queueing requests in this one Python
+    process takes milliseconds that the server never saw. That client-side wait, including connection set-up,
+    is kept as `send_delay_s`."""
+    body = request_body(target, prompt, max_tokens, continuous_usage=continuous_usage)
+    raw = RawStream(queued=time.perf_counter())
+    sent: dict[str, float] = {}
+    reads: list[tuple[int, float]] = []
+    stamps: list[tuple[int, float]] | None = None
+    try:
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        async with session.post(target.url, json=body, timeout=timeout, trace_request_ctx=sent) as resp:
+            if resp.status != 200:
+                raw.error = f"HTTP {resp.status}: {(await resp.text(errors='replace'))[:300]}"
+            else:
+                proto = resp.connection.protocol if resp.connection is not None else None
+                if isinstance(proto, _StampingHandler) and proto.stamped is resp.content:
+                    stamps = proto.stamps
+                while data := await resp.content.readany():
+                    raw.body += data
+                    reads.append((len(raw.body), time.perf_counter()))
+    except TimeoutError:
+        raw.error = f"timed out after {timeout_s:g} s (--request-timeout) with {len(raw.body)} bytes received"
+    except (aiohttp.ClientError, ValueError) as err:
+        raw.error = f"{type(err).__name__}: {err}"[:300]
+    raw.ended = time.perf_counter()
+    raw.sent = sent.get("t")
+    # socket-read stamps when this session has them; else the time each read returned to us
+    raw.resumed = reads
+    raw.arrivals = list(stamps) if stamps and stamps[-1][0] >= len(raw.body) else reads
+    return raw
 
 
 async def stream_one(
@@ -108,78 +294,9 @@ async def stream_one(
     continuous_usage: bool = True,
     timeout_s: float = 600.0,
 ) -> RequestRecord:
-    """Send one streaming request and time every token-carrying chunk (perf_counter on line arrival).
-
-    Latency counts from when the request was written to the socket (sessions from `make_session`), not from
-    when this coroutine started: at a burst of 64 streams, building and queueing requests in this one Python
-    process takes milliseconds that the server never saw. That client-side wait, including connection set-up,
-    is kept as `send_delay_s`."""
-    body = request_body(target, prompt, max_tokens, continuous_usage=continuous_usage)
-    queued = time.perf_counter()
-    sent: dict[str, float] = {}
-    chunks: list[_Chunk] = []
-    final_usage: dict[str, Any] | None = None
-    last_cumulative = 0
-    error: str | None = None
-    try:
-        timeout = aiohttp.ClientTimeout(total=timeout_s)
-        async with session.post(target.url, json=body, timeout=timeout, trace_request_ctx=sent) as resp:
-            if resp.status != 200:
-                error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
-            else:
-                async for raw in resp.content:
-                    now = time.perf_counter()
-                    line = raw.strip()
-                    if not line.startswith(b"data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == b"[DONE]":
-                        break
-                    event = json.loads(data)
-                    if "error" in event:
-                        error = f"server error in stream: {json.dumps(event['error'])[:300]}"
-                        break
-                    usage = event.get("usage")
-                    choices = event.get("choices") or []
-                    if usage:
-                        final_usage = usage
-                    if not choices:
-                        continue
-                    delta = None
-                    if usage and usage.get("completion_tokens") is not None:
-                        delta = int(usage["completion_tokens"]) - last_cumulative
-                        last_cumulative = int(usage["completion_tokens"])
-                    text = _choice_text(choices[0])
-                    ids = choices[0].get("token_ids")
-                    if text or ids or (delta or 0) > 0:
-                        chunks.append(_Chunk(now, len(text), len(ids) if ids is not None else None, delta))
-    except (aiohttp.ClientError, TimeoutError, ValueError) as err:
-        error = f"{type(err).__name__}: {err}"[:300]
-    t0 = sent.get("t", queued)
-    failed = RequestRecord(
-        start_s=round(t0 - run_start, 6),
-        send_delay_s=round(t0 - queued, 6),
-        e2e_s=round(time.perf_counter() - t0, 6),
-        error=error or "stream ended without any token",
-    )
-    if error is not None or not chunks:
-        return failed
-    tokens, source = _tokens_per_chunk(chunks, final_usage)
-    kept = [(c.t - t0, n) for c, n in zip(chunks, tokens, strict=True) if n > 0]
-    if not kept:
-        return failed.model_copy(update={"error": "usage reports zero output tokens"})
-    total = final_usage.get("completion_tokens") if final_usage else None
-    return failed.model_copy(
-        update={
-            "error": None,
-            "ttft_s": round(kept[0][0], 6),
-            "output_tokens": int(total) if total is not None else sum(n for _, n in kept),
-            "usage_missing": total is None,
-            "token_source": source,
-            "chunk_times_s": [round(t, 6) for t, _ in kept],
-            "chunk_tokens": [n for _, n in kept],
-        }
-    )
+    """One request, received and then turned into its record."""
+    raw = await receive_one(session, target, prompt, max_tokens, continuous_usage=continuous_usage, timeout_s=timeout_s)
+    return raw.to_record(run_start)
 
 
 def _tokens_per_chunk(chunks: list[_Chunk], final_usage: dict[str, Any] | None) -> tuple[list[int], TokenSource]:
@@ -222,6 +339,7 @@ class LoadResult:
     started_at: datetime
     duration_s: float
     perf_start: float  # time.perf_counter() at the start; each record's start_s counts from it
+    raw: list[RawStream] = field(default_factory=list, repr=False)  # what the records were built from
 
 
 def _check_load(requests: int, concurrency: int | None, rate: float | None) -> None:
@@ -237,22 +355,21 @@ def _check_load(requests: int, concurrency: int | None, rate: float | None) -> N
 
 @dataclass(frozen=True)
 class _Sender:
-    """What every request of one load shares."""
+    """What every request of one load shares; request i sends prompts[i % len(prompts)]."""
 
     session: aiohttp.ClientSession
     target: Target
-    prompt: str
+    prompts: tuple[str, ...]
     max_tokens: int
     timeout_s: float
     continuous_usage: bool
 
-    def send(self, run_start: float) -> Awaitable[RequestRecord]:
-        return stream_one(
+    def send(self, index: int) -> Awaitable[RawStream]:
+        return receive_one(
             self.session,
             self.target,
-            self.prompt,
+            self.prompts[index % len(self.prompts)],
             self.max_tokens,
-            run_start=run_start,
             continuous_usage=self.continuous_usage,
             timeout_s=self.timeout_s,
         )
@@ -260,7 +377,7 @@ class _Sender:
 
 async def run_load(
     target: Target,
-    prompt: str,
+    prompt: str | Sequence[str],
     *,
     requests: int,
     max_tokens: int,
@@ -275,32 +392,62 @@ async def run_load(
 ) -> LoadResult:
     """Send `warmup` requests (discarded), then `requests` measured ones, either by `concurrency` workers
     back to back or at Poisson arrivals of `rate` per second (seeded, so every variant gets the same schedule).
-    No new request starts after `max_duration_s`; each request ends by `request_timeout_s`."""
+    No new request starts after `max_duration_s`; each request ends by `request_timeout_s`. Given a list of
+    prompts, request i sends prompt i (cycling), and records come back in request order.
+
+    Records are built after the last stream ends: nothing proportional to a request runs while others are
+    still receiving."""
     _check_load(requests, concurrency, rate)
+    prompts = (prompt,) if isinstance(prompt, str) else tuple(prompt)
+    if not prompts:
+        raise ValueError("run_load needs at least one prompt")
     own = session is None
     if session is None:
         session = make_session(limit=concurrency or 0)
-    sender = _Sender(session, target, prompt, max_tokens, request_timeout_s, continuous_usage)
+    sender = _Sender(session, target, prompts, max_tokens, request_timeout_s, continuous_usage)
     try:
         if warmup > 0:
-            await _closed_loop(sender, warmup, concurrency or warmup, time.perf_counter(), None)
+            await _closed_loop(sender, warmup, concurrency or warmup, None)
         started_at = datetime.now(UTC)
         t0 = time.perf_counter()
         deadline = t0 + max_duration_s if max_duration_s is not None else None
-        if rate is not None:
-            records = await _open_loop(sender, requests, rate, seed, t0, deadline)
-        else:
-            records = await _closed_loop(sender, requests, concurrency or 1, t0, deadline)
-        return LoadResult(records=records, started_at=started_at, duration_s=time.perf_counter() - t0, perf_start=t0)
+        with _heap_frozen():
+            if rate is not None:
+                raws = await _open_loop(sender, requests, rate, seed, t0, deadline)
+            else:
+                raws = await _closed_loop(sender, requests, concurrency or 1, deadline)
+        duration = time.perf_counter() - t0
+        records = [r.to_record(t0) for r in raws]
+        return LoadResult(records, started_at=started_at, duration_s=duration, perf_start=t0, raw=raws)
     finally:
         if own:
             await session.close()
 
 
-async def _closed_loop(
-    sender: _Sender, n: int, workers: int, run_start: float, deadline: float | None
-) -> list[RequestRecord]:
-    records: list[RequestRecord | None] = [None] * n
+_frozen_loads = 0
+
+
+@contextmanager
+def _heap_frozen() -> Iterator[None]:
+    """Keep the objects that exist before a measured load out of garbage collection while it runs.
+
+    A full collection walks every tracked object (all of pydantic, aiohttp, ...): 40-50 ms of CPU with the
+    event loop stopped, which stamps every chunk that arrives meanwhile late. Frozen, a collection during the
+    load only walks what the load created. Counted, so overlapping loads (simultaneous mode) unfreeze once."""
+    global _frozen_loads
+    if _frozen_loads == 0:
+        gc.freeze()
+    _frozen_loads += 1
+    try:
+        yield
+    finally:
+        _frozen_loads -= 1
+        if _frozen_loads == 0:
+            gc.unfreeze()
+
+
+async def _closed_loop(sender: _Sender, n: int, workers: int, deadline: float | None) -> list[RawStream]:
+    raws: list[RawStream | None] = [None] * n
     next_index = 0
 
     async def worker() -> None:
@@ -308,10 +455,10 @@ async def _closed_loop(
         while next_index < n and (deadline is None or time.perf_counter() < deadline):
             i = next_index
             next_index += 1
-            records[i] = await sender.send(run_start)
+            raws[i] = await sender.send(i)
 
     await asyncio.gather(*(worker() for _ in range(min(workers, n))))
-    return [r for r in records if r is not None]
+    return [r for r in raws if r is not None]
 
 
 def poisson_arrivals(n: int, rate: float, seed: int) -> list[float]:
@@ -327,16 +474,16 @@ def poisson_arrivals(n: int, rate: float, seed: int) -> list[float]:
 
 async def _open_loop(
     sender: _Sender, n: int, rate: float, seed: int, run_start: float, deadline: float | None
-) -> list[RequestRecord]:
-    tasks: list[asyncio.Task[RequestRecord]] = []
-    for offset in poisson_arrivals(n, rate, seed):
+) -> list[RawStream]:
+    tasks: list[asyncio.Task[RawStream]] = []
+    for index, offset in enumerate(poisson_arrivals(n, rate, seed)):
         at = run_start + offset
         if deadline is not None and at >= deadline:
             break
         delay = at - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.ensure_future(sender.send(run_start)))
+        tasks.append(asyncio.ensure_future(sender.send(index)))
     return list(await asyncio.gather(*tasks))
 
 

@@ -23,6 +23,8 @@ from typing import Any, Literal
 from aiohttp import web
 
 Usage = Literal["auto", "final", "none"]
+# Misbehaviour after the second chunk: `data: null`, a line that is not JSON, or closing without [DONE].
+Fault = Literal["none", "null-event", "not-json", "truncate"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Script:
     model: str = "loopback-model"
     fail_every: int = 0  # answer HTTP 503 to every n-th completion request (0: never)
     prompt_patterns: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (substring, pattern): per-prompt chunking
+    fault: Fault = "none"
 
     def chunk_sizes(self, tokens: int, prompt: str = "") -> list[int]:
         pattern = next((p for sub, p in self.prompt_patterns if sub in prompt), self.pattern)
@@ -142,6 +145,11 @@ def make_app(script: Script) -> web.Application:
                 payload = _sse(event)
                 if i > 0:
                     _count_step(state, size, script.num_speculative_tokens)
+                if i == 1 and script.fault != "none":
+                    if script.fault == "truncate":
+                        await resp.write(payload)
+                        break
+                    payload += b"data: null\n\n" if script.fault == "null-event" else b"data: {oops\n\n"
                 if last:
                     if final_usage:
                         payload += _sse(
@@ -236,6 +244,7 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
     p.add_argument("--k", type=int, default=7, help="drafted tokens per step in the V1 counters")
     p.add_argument("--model", default="loopback-model")
     p.add_argument("--fail-every", type=int, default=0)
+    p.add_argument("--fault", choices=["none", "null-event", "not-json", "truncate"], default="none")
     p.add_argument(
         "--pattern-for", action="append", default=[], metavar="TEXT=1,2", help="chunking for prompts containing TEXT"
     )
@@ -257,6 +266,7 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
         model=a.model,
         fail_every=a.fail_every,
         prompt_patterns=per_prompt,
+        fault=a.fault,
     )
     return script, a.port, a.lifetime_s
 

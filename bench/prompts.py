@@ -8,6 +8,7 @@ YAML or JSON, either a list of cases or a mapping with `test_cases:`.
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -64,6 +65,15 @@ DEFAULT_SUITE: tuple[TestCase, ...] = (
     ),
     TestCase(name="meaning-of-life", prompt="I believe the meaning of life is", kind="open-ended", source=_BLOG),
 )
+
+
+def variations(case: TestCase, n: int, seed: int) -> list[str]:
+    """n distinct prompts for one case: a seeded request tag on the first line, then the case's prompt.
+
+    Why the front: vLLM's prefix cache reuses the KV blocks of an identical prompt start, so n copies of one
+    prompt would measure cache hits, not prefill. The same seed gives every variant the same n prompts."""
+    rng = random.Random(f"{seed}:{case.name}")
+    return [f"Request {rng.getrandbits(48):012x}.\n{case.prompt}" for _ in range(n)]
 
 
 class SuiteError(ValueError):

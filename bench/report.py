@@ -64,7 +64,7 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
             "",
             f"Run {r.created_at:%Y-%m-%d %H:%M} UTC; {s.api} API, {load}, {s.requests} requests "
             f"(+{s.warmup} warm-up) per test case, {s.max_tokens} output tokens, {s.mode} variants. "
-            f"Latencies are p50/p90; ITL is token-weighted; speedups are `{r.baseline}` p50 / variant p50.",
+            f"Latencies are p50/p90/p99 (p99 is close to the maximum below about 100 requests); ITL is token-weighted; speedups are `{r.baseline}` p50 / variant p50.",
             "",
             "Variants: " + ", ".join(f"`{v.name}` ({v.model} at {v.base_url})" for v in r.variants),
             "",
@@ -88,11 +88,16 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
                         _fmt(sp.e2e, suffix="x"),
                         _fmt(sp.throughput, suffix="x"),
                         _fmt(spec.acceptance_rate if spec else None),
-                        _fmt(spec.mean_acceptance_length if spec else None),
+                        _acceptance_length(run),
                     ]
                 )
             header = ["test case", "kind", "variant", "x TPOT", "x ITL", "x E2E", "x tok/s", "accept", "accept len"]
             out += [*_md_table(header, rows), ""]
+            out += [
+                "accept: vLLM's accepted / drafted tokens. accept len: tokens per target step from /metrics, or "
+                "(client) tokens per streamed chunk when the server exposes no acceptance (legacy fused path).",
+                "",
+            ]
             for kind in ("structured", "open-ended"):
                 g = _geomean([sp.tpot for sp in speedups if sp.kind == kind and sp.tpot])
                 out.append(f"- {kind}: geometric-mean TPOT speedup {_fmt(g, suffix='x')}")
@@ -104,6 +109,16 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def _acceptance_length(run: CaseRun | None) -> str:
+    """The server's mean acceptance length, else tokens per streamed chunk labelled as client-derived."""
+    if run is None:
+        return "-"
+    if run.spec_decode.mean_acceptance_length is not None:
+        return _fmt(run.spec_decode.mean_acceptance_length)
+    per_step = run.tokens_per_step()
+    return "-" if per_step is None else f"{per_step:.2f} (client)"
+
+
 def _notes(runs: Sequence[CaseRun]) -> list[str]:
     notes: set[str] = set()
     for run in runs:
@@ -113,7 +128,9 @@ def _notes(runs: Sequence[CaseRun]) -> list[str]:
         if s.errors:
             notes.add(f"`{run.variant}` / {run.test_case}: {s.errors} failed request(s)")
         if s.usage_missing:
-            notes.add(f"`{run.variant}`: server sent no usage; token counts are local chunk counts")
+            notes.add(
+                f"`{run.variant}` / {run.test_case}: {s.usage_missing} response(s) without usage or token_ids: counted for TTFT and E2E only, excluded from TPOT, ITL and throughput"
+            )
         if s.short_outputs:
             notes.add(f"`{run.variant}` / {run.test_case}: {s.short_outputs} response(s) shorter than max_tokens")
     return sorted(notes)

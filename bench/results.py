@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.spec_metrics import SpecDecodeResult
 
@@ -35,11 +36,24 @@ class RequestRecord(_Model):
     ttft_s: float | None = Field(default=None, description="Time to the first token-carrying chunk.")
     e2e_s: float | None = Field(default=None, description="Time to the end of the stream.")
     output_tokens: int = Field(default=0, description="From the server's usage; see usage_missing.")
-    usage_missing: bool = Field(default=False, description="True when the server sent no usage: tokens counted.")
+    usage_missing: bool = Field(
+        default=False,
+        description="True when no exact token count came back (no usage, no token_ids): the request counts for "
+        "TTFT and E2E only and is excluded from TPOT, ITL and throughput.",
+    )
     token_source: TokenSource = "none"
     chunk_times_s: list[float] = Field(default_factory=list, description="Arrival of each token chunk.")
     chunk_tokens: list[int] = Field(default_factory=list, description="Tokens each of those chunks carried.")
     error: str | None = None
+
+    @model_validator(mode="after")
+    def _chunks_pair_up(self) -> RequestRecord:
+        if len(self.chunk_times_s) != len(self.chunk_tokens):
+            raise ValueError(
+                f"chunk_times_s has {len(self.chunk_times_s)} entries but chunk_tokens has {len(self.chunk_tokens)}; "
+                "each chunk needs one arrival time and one token count"
+            )
+        return self
 
     @property
     def ok(self) -> bool:
@@ -48,7 +62,7 @@ class RequestRecord(_Model):
     @property
     def tpot_s(self) -> float | None:
         """Time per output token after the first: (e2e - TTFT) / (tokens - 1), as `vllm bench serve` defines it."""
-        if not self.ok or self.output_tokens < 2:
+        if not self.ok or self.usage_missing or self.output_tokens < 2:
             return None
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)  # type: ignore[operator]
 
@@ -60,6 +74,8 @@ class RequestRecord(_Model):
         """
         values: list[float] = []
         weights: list[int] = []
+        if self.usage_missing:
+            return values, weights
         times, tokens = self.chunk_times_s, self.chunk_tokens
         for i in range(1, len(times)):
             if tokens[i] > 0:
@@ -69,7 +85,7 @@ class RequestRecord(_Model):
 
     @property
     def output_tok_s(self) -> float | None:
-        if not self.ok or not self.e2e_s:
+        if not self.ok or self.usage_missing or not self.e2e_s:
             return None
         return self.output_tokens / self.e2e_s
 
@@ -106,6 +122,7 @@ class Stat(_Model):
     mean: float | None = None
     p50: float | None = None
     p90: float | None = None
+    p99: float | None = Field(default=None, description="Meaningful from about 100 values; see n.")
 
     @classmethod
     def of(cls, values: Sequence[float], weights: Sequence[float] | None = None) -> Stat:
@@ -114,7 +131,13 @@ class Stat(_Model):
         w = list(weights) if weights is not None else [1.0] * len(values)
         total = sum(w)
         mean = sum(v * x for v, x in zip(values, w, strict=True)) / total if total else None
-        return cls(n=total, mean=mean, p50=percentile(values, 50, weights), p90=percentile(values, 90, weights))
+        return cls(
+            n=total,
+            mean=mean,
+            p50=percentile(values, 50, weights),
+            p90=percentile(values, 90, weights),
+            p99=percentile(values, 99, weights),
+        )
 
 
 class RunSummary(_Model):
@@ -123,7 +146,7 @@ class RunSummary(_Model):
     requests: int
     ok: int
     errors: int
-    usage_missing: int = Field(description="Requests whose token counts were counted locally, not from usage.")
+    usage_missing: int = Field(description="Requests without exact token counts: excluded from token metrics.")
     short_outputs: int = Field(description="Requests with fewer output tokens than max_tokens (EOS not ignored?).")
     output_tokens: int
     duration_s: float
@@ -143,13 +166,13 @@ def summarize(records: Sequence[RequestRecord], *, duration_s: float, max_tokens
         v, w = r.itl()
         itl_values += v
         itl_weights += w
-    tokens = sum(r.output_tokens for r in ok)
+    tokens = sum(r.output_tokens for r in ok if not r.usage_missing)
     return RunSummary(
         requests=len(records),
         ok=len(ok),
         errors=len(records) - len(ok),
         usage_missing=sum(r.usage_missing for r in ok),
-        short_outputs=sum(r.output_tokens < max_tokens for r in ok),
+        short_outputs=sum(r.output_tokens < max_tokens for r in ok if not r.usage_missing),
         output_tokens=tokens,
         duration_s=duration_s,
         output_tok_s=tokens / duration_s if duration_s > 0 else 0.0,
@@ -159,6 +182,17 @@ def summarize(records: Sequence[RequestRecord], *, duration_s: float, max_tokens
         e2e_s=Stat.of([r.e2e_s for r in ok if r.e2e_s is not None]),
         request_tok_s=Stat.of([t for r in ok if (t := r.output_tok_s) is not None]),
     )
+
+
+def error_reasons(records: Sequence[RequestRecord], top: int = 3) -> list[str]:
+    """The most common reasons requests failed, as `3x HTTP 503: ...`, for the console."""
+    counts: dict[str, int] = {}
+    for r in records:
+        if not r.ok:
+            reason = r.error or "no timing recorded"
+            counts[reason] = counts.get(reason, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    return [f"{n}x {reason[:200]}" for reason, n in ranked[:top]]
 
 
 class RunSettings(_Model):
@@ -180,6 +214,7 @@ class VariantInfo(_Model):
     name: str
     base_url: str
     model: str
+    num_speculative_tokens: int | None = Field(default=None, description="k, from the config's profile, if known.")
 
 
 class CaseRun(_Model):
@@ -193,6 +228,29 @@ class CaseRun(_Model):
     records: list[RequestRecord]
     summary: RunSummary
     spec_decode: SpecDecodeResult
+
+    def _steps(self) -> tuple[int, int, float]:
+        """(chunks, tokens, seconds) after each successful request's first chunk, exact token counts only."""
+        chunks = tokens = 0
+        seconds = 0.0
+        for r in self.records:
+            if r.ok and not r.usage_missing and r.token_source in ("usage_per_chunk", "token_ids"):
+                chunks += len(r.chunk_tokens) - 1
+                tokens += sum(r.chunk_tokens[1:])
+                seconds += r.chunk_times_s[-1] - r.chunk_times_s[0] if len(r.chunk_times_s) > 1 else 0.0
+        return chunks, tokens, seconds
+
+    def tokens_per_step(self) -> float | None:
+        """Client-derived mean acceptance length: output tokens per streamed chunk after the first, from exact
+        per-chunk counts. vLLM streams one chunk per engine step, so this is 1 + accepted per step even when the
+        server exposes no spec-decode metrics (the legacy Neuron fused path)."""
+        chunks, tokens, _ = self._steps()
+        return tokens / chunks if chunks else None
+
+    def step_time_s(self) -> float | None:
+        """Mean time between streamed chunks after the first: one engine step (target, plus drafting if any)."""
+        chunks, _, seconds = self._steps()
+        return seconds / chunks if chunks else None
 
 
 class Speedup(_Model):
@@ -213,11 +271,30 @@ class BenchResults(_Model):
     created_at: datetime
     settings: RunSettings
     variants: list[VariantInfo]
+    baseline_variant: str | None = Field(
+        default=None, description="The variant speedups are against, chosen at run time (config `baseline`)."
+    )
     runs: list[CaseRun]
+
+    @model_validator(mode="after")
+    def _runs_name_known_variants(self) -> BenchResults:
+        names = [v.name for v in self.variants]
+        if not names:
+            raise ValueError("variants is empty; a results file names at least one variant (its baseline)")
+        if len(set(names)) != len(names):
+            raise ValueError(f"variants {names} repeat a name; each variant needs its own")
+        if self.baseline_variant is not None and self.baseline_variant not in names:
+            raise ValueError(f"baseline_variant={self.baseline_variant!r} is not among variants {names}")
+        unknown = sorted({r.variant for r in self.runs} - set(names))
+        if unknown:
+            raise ValueError(f"runs name variant(s) {unknown} that are not among variants {names}")
+        return self
 
     @property
     def baseline(self) -> str:
-        """The variant named `baseline`, else the first one given."""
+        """The baseline recorded at run time; files from before it was recorded: `baseline`, else the first."""
+        if self.baseline_variant is not None:
+            return self.baseline_variant
         names = [v.name for v in self.variants]
         return "baseline" if "baseline" in names else names[0]
 
@@ -260,9 +337,13 @@ class ResultsError(ValueError):
 def load_results(path: str | Path) -> BenchResults:
     file = Path(path)
     try:
-        data = json.loads(file.read_text())
+        data = json.loads(file.read_text(encoding="utf-8"))
     except OSError as err:
         raise ResultsError(f"results file {str(file)!r} cannot be read ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise ResultsError(
+            f"results file {str(file)!r} is not UTF-8 text (byte {err.start}); pass a file written by `bench run`"
+        ) from None
     except json.JSONDecodeError as err:
         raise ResultsError(
             f"results file {str(file)!r} is not JSON ({err}); pass a file written by `bench run`"
@@ -277,12 +358,25 @@ def load_results(path: str | Path) -> BenchResults:
         return BenchResults.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ResultsError(f"results file {str(file)!r}: {where}: {first['msg']}") from None
+        where = ".".join(str(p) for p in first["loc"]) or "top level"
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ResultsError(f"results file {str(file)!r}: {where}: {msg}") from None
 
 
 def save_results(results: BenchResults, path: str | Path) -> Path:
+    """Write atomically and durably: a temporary file, fsync'd, renamed over the old one, directory fsync'd.
+    A crash or Ctrl-C at any moment leaves either the previous complete file or the new one."""
     file = Path(path)
     file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(results.model_dump_json(indent=1) + "\n")
+    tmp = file.with_name(f".{file.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(results.model_dump_json(indent=1) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, file)
+    directory = os.open(file.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
     return file

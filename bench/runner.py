@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 import aiohttp
 
 from bench.client import Target, discover_model, make_session, run_load
-from bench.prompts import TestCase
-from bench.results import BenchResults, CaseRun, RunSettings, VariantInfo, summarize
+from bench.prompts import TestCase, variations
+from bench.results import BenchResults, CaseRun, RunSettings, VariantInfo, error_reasons, summarize
 from bench.spec_metrics import acceptance, scrape
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -56,11 +56,20 @@ async def run_benchmark(
     *,
     options: RunOptions = RunOptions(),
     k_by_variant: dict[str, int] | None = None,
+    baseline: str | None = None,
+    resume: BenchResults | None = None,
+    on_case: Callable[[BenchResults], None] = lambda _: None,
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> BenchResults:
+    """Every endpoint through every case. After each case, `on_case` gets the results so far (the CLI writes
+    them to disk, so an interrupted suite keeps its finished cases). With `resume`, (variant, case) runs it
+    already holds are kept and not run again; its settings and variants must match."""
     names = [e.name for e in endpoints]
     if not endpoints or len(set(names)) != len(names):
         raise ValueError(f"endpoints need unique names, got {names}")
+    baseline = baseline or names[0]
+    if baseline not in names:
+        raise ValueError(f"baseline {baseline!r} is not one of the endpoints {names}; pass --baseline NAME")
     limit = settings.concurrency or 0
     sessions = {e.name: make_session(limit=limit) for e in endpoints}
     try:
@@ -69,31 +78,71 @@ async def run_benchmark(
             model = options.model or await discover_model(sessions[e.name], e.url)
             targets[e.name] = Target(base_url=e.url, model=model, api=settings.api)
             log(f"{e.name}: {e.url} serves {model}")
-        runs: list[CaseRun] = []
+        variants = [
+            VariantInfo(
+                name=e.name,
+                base_url=e.url,
+                model=targets[e.name].model,
+                num_speculative_tokens=(k_by_variant or {}).get(e.name),
+            )
+            for e in endpoints
+        ]
+        runs = _resumable_runs(resume, settings, variants, baseline)
+        done_pairs = {(r.variant, r.test_case) for r in runs}
         for index, case in enumerate(cases):
             seed = settings.seed + index  # same arrivals for every variant of this case
+            todo = [e for e in endpoints if (e.name, case.name) not in done_pairs]
+            if not todo:
+                log(f"[{case.name}] already in the results file; skipped")
+                continue
 
             def job(e: Endpoint, case: TestCase = case, seed: int = seed) -> Awaitable[CaseRun]:
                 k = (k_by_variant or {}).get(e.name)
                 return _case_run(sessions[e.name], e.name, targets[e.name], case, settings, options, seed, k)
 
             if settings.mode == "simultaneous":
-                done = list(await asyncio.gather(*(job(e) for e in endpoints)))
+                done = list(await asyncio.gather(*(job(e) for e in todo)))
             else:
-                done = [await job(e) for e in endpoints]
+                done = [await job(e) for e in todo]
             for run in done:
                 s = run.summary
-                log(f"[{case.name}] {run.variant}: {s.ok}/{s.requests} ok in {run.duration_s:.1f} s")
+                why = "; ".join(error_reasons(run.records))
+                log(
+                    f"[{case.name}] {run.variant}: {s.ok}/{s.requests} ok in {run.duration_s:.1f} s"
+                    + (f" ({why})" if why else "")
+                )
             runs += done
+            on_case(_results(settings, variants, baseline, runs))
     finally:
         for s in sessions.values():
             await s.close()
+    return _results(settings, variants, baseline, runs)
+
+
+def _results(settings: RunSettings, variants: list[VariantInfo], baseline: str, runs: list[CaseRun]) -> BenchResults:
     return BenchResults(
-        created_at=datetime.now(UTC),
-        settings=settings,
-        variants=[VariantInfo(name=e.name, base_url=e.url, model=targets[e.name].model) for e in endpoints],
-        runs=runs,
+        created_at=datetime.now(UTC), settings=settings, variants=variants, baseline_variant=baseline, runs=runs
     )
+
+
+def _resumable_runs(
+    resume: BenchResults | None, settings: RunSettings, variants: list[VariantInfo], baseline: str
+) -> list[CaseRun]:
+    if resume is None:
+        return []
+    if resume.baseline != baseline:
+        raise ValueError(f"--resume: the results file's baseline is {resume.baseline!r}, not {baseline!r}")
+    if resume.settings != settings:
+        raise ValueError(
+            f"--resume: the results file was run with {resume.settings.model_dump()}, not {settings.model_dump()}; "
+            "pass the same options, or a new --out"
+        )
+    if resume.variants != variants:
+        raise ValueError(
+            f"--resume: the results file has variants {[v.model_dump() for v in resume.variants]}, this run "
+            f"{[v.model_dump() for v in variants]}; pass the same --endpoint list, or a new --out"
+        )
+    return list(resume.runs)
 
 
 async def _case_run(
@@ -112,12 +161,13 @@ async def _case_run(
         "continuous_usage": settings.continuous_usage,
         "session": session,
     }
-    if settings.warmup:
-        await run_load(target, case.prompt, requests=settings.warmup, concurrency=settings.concurrency or 1, **common)
+    if settings.warmup:  # all at once, so every connection the measured run will use is open
+        warm = variations(case, settings.warmup, seed=-1 - seed)
+        await run_load(target, warm, requests=settings.warmup, concurrency=settings.warmup, **common)
     before, _ = await scrape(session, target.base_url)
     load = await run_load(
         target,
-        case.prompt,
+        variations(case, settings.requests, seed),
         requests=settings.requests,
         concurrency=settings.concurrency,
         rate=settings.rate,
@@ -156,8 +206,8 @@ def _x(x: float | None) -> str:
 def summary_rows(results: BenchResults) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the summary table, shared by the console and the Markdown report."""
     header = [
-        "test case", "kind", "variant", "ok/n", "TTFT p50/p90 ms", "TPOT p50/p90 ms", "ITL p50/p90 ms",
-        "E2E p50/p90 s", "out tok/s", "accept", "x TPOT", "x E2E",
+        "test case", "kind", "variant", "ok/n", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
+        "ITL p50/p90/p99 ms", "E2E p50/p90/p99 s", "out tok/s", "accept", "x TPOT", "x E2E",
     ]  # fmt: skip
     speedups = {(s.variant, s.test_case): s for s in results.speedups()}
     rows: list[list[str]] = []
@@ -173,10 +223,10 @@ def summary_rows(results: BenchResults) -> tuple[list[str], list[list[str]]]:
                     run.kind,
                     run.variant,
                     f"{s.ok}/{s.requests}",
-                    f"{_ms(s.ttft_s.p50)}/{_ms(s.ttft_s.p90)}",
-                    f"{_ms(s.tpot_s.p50)}/{_ms(s.tpot_s.p90)}",
-                    f"{_ms(s.itl_s.p50)}/{_ms(s.itl_s.p90)}",
-                    f"{_s(s.e2e_s.p50)}/{_s(s.e2e_s.p90)}",
+                    f"{_ms(s.ttft_s.p50)}/{_ms(s.ttft_s.p90)}/{_ms(s.ttft_s.p99)}",
+                    f"{_ms(s.tpot_s.p50)}/{_ms(s.tpot_s.p90)}/{_ms(s.tpot_s.p99)}",
+                    f"{_ms(s.itl_s.p50)}/{_ms(s.itl_s.p90)}/{_ms(s.itl_s.p99)}",
+                    f"{_s(s.e2e_s.p50)}/{_s(s.e2e_s.p90)}/{_s(s.e2e_s.p99)}",
                     f"{s.output_tok_s:.1f}",
                     "-" if acc is None else f"{acc:.2f}",
                     _x(sp.tpot) if sp else "-",

@@ -231,6 +231,20 @@ def expected_tokens_per_step(alpha: float, k: int) -> float:
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
+def alpha_from_length(mean_length: float, k: int) -> float:
+    """The per-token acceptance rate a whose expected tokens per step (1 - a^(k+1)) / (1 - a) equals the
+    measured mean acceptance length L (1 + accepted / drafts). This, not vLLM's accepted / drafted ratio, is the
+    model's alpha: L = 2.735 at k = 7 is a = 0.645, while accepted / drafted is 1.735 / 7 = 0.248."""
+    _check(0.0, k, 0.0)
+    if not 1.0 <= mean_length <= k + 1:
+        raise ValueError(f"mean acceptance length {mean_length} is outside 1..k+1 = 1..{k + 1}; is k={k} right?")
+    lo, hi = 0.0, 1.0
+    for _ in range(60):  # expected_tokens_per_step grows with a: bisect to float precision
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if expected_tokens_per_step(mid, k) < mean_length else (lo, mid)
+    return (lo + hi) / 2
+
+
 def expected_speedup(alpha: float, k: int, c: float) -> float:
     """Expected wall-time speedup S = (1 - a^(k+1)) / ((1 - a)(k c + 1)), c = draft step cost / target step cost."""
     _check(alpha, k, c)

@@ -1,10 +1,15 @@
 """Predict the best k (tokens drafted per step) from a benchmark run, with Leviathan et al.'s model.
 
-Per (speculative variant, test case) the acceptance rate a is the server's measured one when vLLM exposes
-it; otherwise it is fitted so that the model reproduces the measured TPOT speedup at the k that ran. The
-model S(a, k, c) = (1 - a^(k+1)) / ((1 - a)(k c + 1)) then predicts every k in 1..15. It ignores batching
-and the fused kernel's own overheads, so treat the answer as where to look next: add a profile with that
-k to the config (one more service, no code) and measure it.
+Per (speculative variant, test case), alpha is the per-token acceptance rate of the model, derived from the
+mean acceptance length L (tokens per target step) by solving (1 - a^(k+1)) / (1 - a) = L: from the server's
+metrics when vLLM exposes them, else from tokens per streamed chunk (client-derived). vLLM's accepted/drafted
+ratio is not alpha and is never used for it. c, the draft/target step cost, comes from the measured step times
+(time between chunks, speculative vs baseline): c = (step_spec / step_base - 1) / k.
+
+A second, independent path fits alpha to the measured TPOT speedup with that c; the two agree when the model
+describes the run, and the table shows both. The model S(a, k, c) = (1 - a^(k+1)) / ((1 - a)(k c + 1)) then
+predicts every k in 1..15. It ignores batching and the fused kernel's own overheads, so treat the answer as
+where to look next: add a profile with that k to the config (one more service, no code) and measure it.
 """
 
 from __future__ import annotations
@@ -12,11 +17,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from bench.results import BenchResults
-from bench.spec_metrics import expected_speedup
+from bench.results import BenchResults, CaseRun
+from bench.spec_metrics import alpha_from_length, expected_speedup
 from config.speculation import K_RANGE
 
 DEFAULT_COST_RATIO = 0.05  # draft step / target step; Qwen3-1.7B vs Qwen3-32B is ~1.7/32 by parameters
+DISAGREEMENT = 0.05  # alpha: more than this between the two paths, and the table says so
 
 
 @dataclass(frozen=True)
@@ -26,8 +32,11 @@ class CaseFit:
     kind: str
     k: int
     alpha: float
-    alpha_source: str  # "measured" or "fitted from TPOT speedup"
+    alpha_source: str  # "server metrics", "client-derived" or "fitted from TPOT speedup"
     predicted: dict[int, float]
+    c: float  # the cost ratio the predictions use
+    c_measured: float | None = None  # from the run's step times
+    alpha_fitted: float | None = None  # from the TPOT speedup and the measured (else given) c
 
     @property
     def best_k(self) -> int:
@@ -47,23 +56,50 @@ def fit_alpha(speedup: float, k: int, c: float, tol: float = 1e-6) -> float:
     return (lo + hi) / 2
 
 
-def fit_cases(results: BenchResults, k_by_variant: dict[str, int], c: float = DEFAULT_COST_RATIO) -> list[CaseFit]:
+def measured_cost_ratio(run: CaseRun, base: CaseRun | None, k: int) -> float | None:
+    """c from step times: a speculative step is one target step plus k draft steps, step_spec = T (1 + k c)."""
+    spec_step = run.step_time_s()
+    base_step = base.step_time_s() if base is not None else None
+    if spec_step is None or not base_step:
+        return None
+    return max(0.0, (spec_step / base_step - 1) / k)
+
+
+def _mean_length(run: CaseRun) -> tuple[float | None, str]:
+    length = run.spec_decode.mean_acceptance_length
+    if length is not None:
+        return length, "server metrics"
+    return run.tokens_per_step(), "client-derived"
+
+
+def fit_cases(
+    results: BenchResults, k_by_variant: dict[str, int], c: float | None = DEFAULT_COST_RATIO
+) -> list[CaseFit]:
+    """One fit per speculative run with a known k. `c` None: each run's measured c, else DEFAULT_COST_RATIO."""
     fits: list[CaseFit] = []
     speedups = {(s.variant, s.test_case): s for s in results.speedups()}
+    k_recorded = {v.name: v.num_speculative_tokens for v in results.variants if v.num_speculative_tokens}
     for run in results.runs:
-        k = k_by_variant.get(run.variant)
+        k = k_recorded.get(run.variant) or k_by_variant.get(run.variant)
         if run.variant == results.baseline or not k:
             continue
-        rate = run.spec_decode.acceptance_rate
-        if rate is not None:
-            alpha, source = rate, "measured"
+        c_measured = measured_cost_ratio(run, results.run(results.baseline, run.test_case), k)
+        c_used = c if c is not None else (c_measured if c_measured is not None else DEFAULT_COST_RATIO)
+        s = speedups.get((run.variant, run.test_case))
+        fitted = None
+        if s is not None and s.tpot is not None:
+            fitted = fit_alpha(s.tpot, k, c_measured if c_measured is not None else c_used)
+        length, source = _mean_length(run)
+        if length is not None and 1.0 <= length <= k + 1:
+            alpha = alpha_from_length(length, k)
+        elif fitted is not None:
+            alpha, source = fitted, "fitted from TPOT speedup"
         else:
-            s = speedups.get((run.variant, run.test_case))
-            if s is None or s.tpot is None:
-                continue
-            alpha, source = fit_alpha(s.tpot, k, c), "fitted from TPOT speedup"
-        predicted = {kk: expected_speedup(alpha, kk, c) for kk in K_RANGE}
-        fits.append(CaseFit(run.variant, run.test_case, run.kind, k, alpha, source, predicted))
+            continue
+        predicted = {kk: expected_speedup(alpha, kk, c_used) for kk in K_RANGE}
+        fits.append(
+            CaseFit(run.variant, run.test_case, run.kind, k, alpha, source, predicted, c_used, c_measured, fitted)
+        )
     return fits
 
 
@@ -80,15 +116,29 @@ def recommend(fits: list[CaseFit]) -> dict[str, int]:
     return best
 
 
-def format_tuning(fits: list[CaseFit], c: float) -> str:
+def _opt(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def format_tuning(fits: list[CaseFit]) -> str:
     if not fits:
-        return "no speculative runs with a measured acceptance rate or TPOT speedup: nothing to tune"
-    lines = [f"cost ratio c = {c} (draft step / target step)", ""]
-    lines.append(f"{'variant':<14}{'test case':<18}{'kind':<12}{'k':>3}{'alpha':>7}  {'S(k) now':>8}  best k  S(best)")
+        return "no speculative runs with a known k and an acceptance length or TPOT speedup: nothing to tune"
+    costs = sorted({f.c for f in fits})
+    lines = [
+        "cost ratio c (draft step / target step) used to predict: " + ", ".join(f"{c:.3f}" for c in costs),
+        "alpha from the mean acceptance length L; 'alpha fit' from the TPOT speedup with the measured c",
+        "",
+        f"{'variant':<14}{'test case':<18}{'kind':<12}{'k':>3}{'alpha':>7}{'alpha fit':>10}{'c run':>7}"
+        f"  {'S(k) now':>8}  best k  S(best)",
+    ]
     for f in fits:
+        warn = ""
+        if f.alpha_fitted is not None and abs(f.alpha_fitted - f.alpha) > DISAGREEMENT:
+            warn = "  (paths disagree: the model does not describe this run)"
         lines.append(
-            f"{f.variant:<14}{f.test_case:<18}{f.kind:<12}{f.k:>3}{f.alpha:>7.3f}  {f.predicted[f.k]:>8.2f}  "
-            f"{f.best_k:>6}  {f.predicted[f.best_k]:>6.2f}   ({f.alpha_source})"
+            f"{f.variant:<14}{f.test_case:<18}{f.kind:<12}{f.k:>3}{f.alpha:>7.3f}{_opt(f.alpha_fitted, '.3f'):>10}"
+            f"{_opt(f.c_measured, '.3f'):>7}  {f.predicted[f.k]:>8.2f}  {f.best_k:>6}  {f.predicted[f.best_k]:>6.2f}"
+            f"   ({f.alpha_source}){warn}"
         )
     lines.append("")
     lines += [f"recommended k ({kind}): {k}" for kind, k in sorted(recommend(fits).items())]

@@ -371,6 +371,11 @@ class DeploymentConfig(_Strict):
     models: dict[Name, HfModel]
     serving: ServingDefaults = ServingDefaults()
     profiles: list[ServingProfile] = Field(min_length=1)
+    baseline: Name | None = Field(
+        default=None,
+        description="The profile every speedup is measured against (bench, dashboard); it must not speculate. "
+        "Default: the first profile without speculation.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -421,6 +426,17 @@ class DeploymentConfig(_Strict):
         names = [p.name for p in self.profiles]
         for dup in sorted({n for n in names if names.count(n) > 1}):
             problems.append(f"profiles: name {dup!r} is used twice; give every profile a unique name")
+        if self.baseline is not None:
+            named = next((p for p in self.profiles if p.name == self.baseline), None)
+            if named is None:
+                problems.append(f"baseline={self.baseline!r} is not a profile; use one of {', '.join(names)}")
+            elif named.speculative:
+                plain = [p.name for p in self.profiles if not p.speculative]
+                problems.append(
+                    f"baseline={self.baseline!r} speculates ({named.decoding.method}); speedups need a reference "
+                    "without speculation: "
+                    + (f"name one of {', '.join(plain)}" if plain else "add a profile with decoding.method: none")
+                )
         for i, p in enumerate(self.profiles):
             where = f"profiles[{i}] ({p.name})"
             if p.target not in self.models:
@@ -583,7 +599,10 @@ class DeploymentConfig(_Strict):
 
     @property
     def baseline_profile(self) -> ServingProfile:
-        """The reference every speedup is measured against: the first profile without speculation."""
+        """The reference every speedup is measured against: `baseline`, else the first profile without
+        speculation. The one owner: bench, its in-cluster Job and the dashboard all read this."""
+        if self.baseline is not None:
+            return self.profile(self.baseline)
         return next((p for p in self.profiles if not p.speculative), self.profiles[0])
 
     def profile(self, name: str) -> ServingProfile:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from config import DEFAULT_CONFIG, DeploymentConfig, load_config, parse_config
+from tests.timeouts import pytest_configure, pytest_runtest_call, pytest_runtest_setup  # noqa: F401 (hooks)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import boto3
 import pytest
+import yaml
 
 from bench.__main__ import main
+from bench.loopback_server import Script
 from bench.results import BenchResults, load_results, save_results
-from tests.bench.conftest import ROOT
+from bench.runner import format_table
+from tests.bench.conftest import ROOT, Serve
+from tests.conftest import default_config_dict
 
 
 def test_run_with_a_suite_file_as_a_module(two_servers: dict[str, str], tmp_path: Path) -> None:
@@ -84,3 +90,100 @@ def test_run_with_a_missing_config_is_one_sentence(tmp_path, capsys):
     assert main(["run", "--endpoint", "a=http://127.0.0.1:9", "--config", str(tmp_path / "none.yaml")]) == 2
     err = capsys.readouterr().err
     assert "none.yaml" in err and "cannot be read" in err
+
+
+def _wait_for_cases(path: Path, proc: subprocess.Popen[str], cases: int) -> None:
+    """Block until `path` holds `cases` finished test cases (the run rewrites it after each case)."""
+    while proc.poll() is None:
+        if path.exists() and len({r.test_case for r in load_results(path).runs}) >= cases:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"bench run exited early: {proc.communicate()}")
+
+
+@pytest.fixture(scope="module")
+def slow_suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    suite = tmp_path_factory.mktemp("suite") / "suite.yaml"
+    suite.write_text("\n".join(f"- {{name: case{i}, prompt: 'prompt {i}', kind: structured}}" for i in range(4)))
+    return suite
+
+
+def _run_cmd(url: str, suite: Path, out: Path, *extra: str) -> list[str]:
+    cmd = [sys.executable, "-m", "bench", "run", "--suite", str(suite), "--requests", "2", "--warmup", "0"]
+    return [*cmd, "--max-tokens", "20", "--out", str(out), f"--endpoint=solo={url}", *extra]
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
+def test_a_killed_run_keeps_every_finished_case_and_resumes(
+    serve: Serve, slow_suite: Path, tmp_path: Path, how: signal.Signals
+) -> None:
+    url = serve(Script(ttft_s=0.02, step_s=0.05, metrics="none"))  # about 1 s per case
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen(_run_cmd(url, slow_suite, out), cwd=ROOT, text=True, stderr=subprocess.PIPE)
+    try:
+        _wait_for_cases(out, proc, 1)
+        proc.send_signal(how)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == (-9 if how == signal.SIGKILL else 130)
+    if how == signal.SIGINT:
+        assert "every finished test case is in" in err and "--resume" in err
+    kept = load_results(out)
+    assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
+    assert (tmp_path / "rep" / "report.md").read_text().count("| case") >= 1
+    done = subprocess.run(
+        _run_cmd(url, slow_suite, out, "--resume"), cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "already in the results file; skipped" in done.stderr
+    resumed = load_results(out)
+    assert [r.test_case for r in resumed.runs] == [f"case{i}" for i in range(4)]
+    assert resumed.runs[: len(kept.runs)] == kept.runs  # finished cases kept as they were, not re-run
+
+
+def test_resume_refuses_a_file_from_different_settings(
+    serve: Serve, slow_suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none"))
+    out = tmp_path / "r.json"
+    assert main(_run_cmd(url, slow_suite, out)[3:]) == 0
+    assert main([*_run_cmd(url, slow_suite, out, "--resume")[3:], "--max-tokens", "5"]) == 1
+    assert "--resume: the results file was run with" in capsys.readouterr().err
+
+
+def test_run_fails_when_a_variant_never_succeeds_and_says_why(
+    serve: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none"))
+    bad = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none", fail_every=1))
+    suite = tmp_path / "s.yaml"
+    suite.write_text("- {name: one, prompt: 'x', kind: structured}\n")
+    args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "3"]
+    args += ["--out", str(tmp_path / "r.json"), f"--endpoint=baseline={good}", f"--endpoint=broken={bad}"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "error: variant 'broken'" in err and "had no successful request: 2x HTTP 503" in err
+    assert "baseline'" not in err
+
+
+def test_the_baseline_comes_from_the_config_and_is_recorded_in_the_results(
+    two_servers: dict[str, str], tmp_path: Path
+) -> None:
+    """[plain (none), baseline (fused-draft)]: the profile named `baseline` speculates, so it is not the baseline;
+    report and tune read the recorded choice, not the names."""
+    data = default_config_dict()
+    data["profiles"][0]["name"] = "plain"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(data))
+    suite = tmp_path / "s.yaml"
+    suite.write_text("- {name: one, prompt: 'Shall I compare', kind: open-ended}\n")
+    out = tmp_path / "r.json"
+    args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "8", "--out", str(out)]
+    args += ["--config", str(tmp_path / "config.yaml"), "--api", "completions"]
+    args += [f"--endpoint=baseline={two_servers['speculative']}", f"--endpoint=plain={two_servers['baseline']}"]
+    assert main(args) == 0
+    results = load_results(out)
+    assert results.baseline_variant == "plain" == results.baseline
+    assert [s.variant for s in results.speedups()] == ["baseline"]
+    assert "speedups are against `plain`" in format_table(results)
+    assert main([*args, "--baseline", "nobody"]) == 2

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.report import load_many, markdown, write_report
+from bench.report import Source, load_many, markdown, write_report
 from bench.results import BenchResults, save_results
 from tests.bench.conftest import CASES
 
@@ -43,3 +43,17 @@ def test_several_results_files_are_labelled(bench_results: BenchResults, tmp_pat
     assert [s.label for s in load_many([a, same_stem])] == ["1:k7", "2:k7"]
     with pytest.raises(ValueError, match="at least one"):
         load_many([])
+
+
+def test_acceptance_length_falls_back_to_tokens_per_chunk_labelled_client(bench_results: BenchResults) -> None:
+    hidden = bench_results.model_copy(deep=True)
+    for run in hidden.runs:
+        run.spec_decode = run.spec_decode.model_copy(update={"mean_acceptance_length": None})
+    counting = hidden.run("speculative", "counting")
+    text = markdown(load_many_from(hidden))
+    assert f"| {counting.tokens_per_step():.2f} (client) |" in text  # type: ignore[union-attr]
+    assert "(client) |" not in markdown(load_many_from(bench_results))
+
+
+def load_many_from(results: BenchResults) -> list[Source]:
+    return [Source("run", results)]

@@ -62,14 +62,16 @@ def test_weighted_percentile_equals_percentile_of_repeated_values(pairs: list[tu
     assert percentile(values, q, weights) == float(np.percentile(expanded, q, method="inverted_cdf"))
 
 
-def test_summary_counts_errors_short_outputs_and_missing_usage() -> None:
+def test_summary_counts_errors_short_outputs_and_excludes_missing_usage_from_token_metrics() -> None:
     ok = _record([0.1, 0.2, 0.3], [1, 1, 1])
     short = ok.model_copy(update={"output_tokens": 2})
     counted = ok.model_copy(update={"usage_missing": True})
     s = summarize([ok, short, counted, RequestRecord(start_s=0, error="x")], duration_s=2.0, max_tokens=3)
     assert (s.requests, s.ok, s.errors, s.short_outputs, s.usage_missing) == (4, 3, 1, 1, 1)
-    assert s.output_tokens == 8 and s.output_tok_s == 4.0
-    assert s.ttft_s.p50 == pytest.approx(0.1) and s.itl_s.n == 6
+    assert s.output_tokens == 5 and s.output_tok_s == 2.5  # the counted request's 3 tokens are not trusted
+    assert s.ttft_s.n == 3 and s.e2e_s.n == 3  # ... but its timing is
+    assert s.tpot_s.n == 2 and s.itl_s.n == 4 and s.request_tok_s.n == 2
+    assert s.ttft_s.p50 == pytest.approx(0.1)
     assert Stat.of([]) == Stat()
 
 
@@ -94,9 +96,45 @@ def test_results_round_trip_and_clear_errors(bench_results: BenchResults, tmp_pa
         load_results(tmp_path / "partial.json")
 
 
-def test_baseline_is_named_or_first(bench_results: BenchResults) -> None:
-    assert bench_results.baseline == "baseline"
-    renamed = bench_results.model_copy(
-        update={"variants": [v.model_copy(update={"name": f"v{i}"}) for i, v in enumerate(bench_results.variants)]}
+def test_files_without_a_recorded_baseline_fall_back_to_the_name_or_the_first(bench_results: BenchResults) -> None:
+    legacy = bench_results.model_copy(update={"baseline_variant": None})
+    assert legacy.baseline == "baseline"
+    renamed = legacy.model_copy(
+        update={"variants": [v.model_copy(update={"name": f"v{i}"}) for i, v in enumerate(legacy.variants)]}
     )
     assert renamed.baseline == "v0"
+
+
+def test_every_corrupt_results_file_is_a_sentence(bench_results: BenchResults, tmp_path: Path) -> None:
+    good = json.loads(bench_results.model_dump_json())
+    (tmp_path / "latin1.json").write_bytes(b'{"schema_version": 1, "x": "caf\xe9"}')
+    with pytest.raises(ResultsError, match=r"is not UTF-8 text \(byte 31\)"):
+        load_results(tmp_path / "latin1.json")
+    cases = {
+        "chunks": (lambda d: d["runs"][0]["records"][0]["chunk_tokens"].pop(), "chunk_times_s has 30 entries but"),
+        "no-variants": (lambda d: d.update(variants=[], runs=[]), "variants is empty"),
+        "unknown": (lambda d: d["runs"][0].update(variant="ghost"), r"variant\(s\) \['ghost'\] that are not among"),
+        "twice": (lambda d: d["variants"].append(d["variants"][0]), "repeat a name"),
+    }
+    for name, (corrupt, words) in cases.items():
+        data = json.loads(json.dumps(good))
+        corrupt(data)
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+        with pytest.raises(ResultsError, match=words):
+            load_results(tmp_path / f"{name}.json")
+
+
+def test_saving_replaces_the_file_whole(bench_results: BenchResults, tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text("an older, partial file")
+    save_results(bench_results, path)
+    assert load_results(path) == bench_results
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left behind
+
+
+def test_the_recorded_baseline_wins_over_names(bench_results: BenchResults) -> None:
+    assert bench_results.baseline_variant == "baseline"
+    chosen = bench_results.model_copy(update={"baseline_variant": "speculative"})
+    assert chosen.baseline == "speculative" and {s.variant for s in chosen.speedups()} == {"baseline"}
+    with pytest.raises(ValueError, match="baseline_variant='ghost' is not among variants"):
+        BenchResults.model_validate({**json.loads(bench_results.model_dump_json()), "baseline_variant": "ghost"})

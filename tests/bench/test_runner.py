@@ -62,6 +62,7 @@ def test_acceptance_is_differenced_per_variant_and_case(bench_results: BenchResu
         assert len(spec.per_position) == k and spec.per_position[0] >= spec.per_position[-1]
 
 
+@pytest.mark.timing
 def test_speedups_follow_the_chunking(bench_results: BenchResults) -> None:
     speedups = {s.test_case: s for s in bench_results.speedups()}
     assert set(speedups) == set(CASES)
@@ -88,6 +89,7 @@ def test_console_table_lists_every_run_with_speedups(bench_results: BenchResults
     assert "baseline: not exposed" in table
 
 
+@pytest.mark.timing
 def test_simultaneous_mode_and_rate_mode(two_servers: dict[str, str]) -> None:
     settings = RunSettings(
         suite="default",
@@ -108,7 +110,7 @@ def test_simultaneous_mode_and_rate_mode(two_servers: dict[str, str]) -> None:
     assert all(run.summary.ok == 3 for run in r.runs)
     assert all(rec.token_source == "usage_text_share" for run in r.runs for rec in run.records)
     b, s = (sorted(rec.start_s for rec in run.records) for run in r.runs)
-    assert b == pytest.approx(s, abs=0.02)  # the same seeded arrival schedule for both
+    assert b == pytest.approx(s, abs=0.05)  # the same seeded arrival schedule for both
 
 
 def test_duplicate_names_are_refused() -> None:
@@ -126,3 +128,22 @@ def test_duplicate_names_are_refused() -> None:
     )
     with pytest.raises(ValueError, match="unique names"):
         asyncio.run(run_benchmark([Endpoint("a", "http://x"), Endpoint("a", "http://y")], [], settings))
+
+
+def test_every_request_of_a_case_sends_its_own_prompt_and_every_variant_the_same_ones(
+    bench_results: BenchResults, two_servers: dict[str, str]
+) -> None:
+    import json
+    import urllib.request
+
+    def prompts(url: str) -> list[str]:
+        with urllib.request.urlopen(url + "/debug/requests", timeout=10) as resp:
+            bodies = [log["body"] for log in json.loads(resp.read())]
+        return [b["messages"][-1]["content"] if "messages" in b else b["prompt"] for b in bodies]
+
+    base, spec = prompts(two_servers["baseline"]), prompts(two_servers["speculative"])
+    measured = [p for p in base if "meaning of life" in p][-REQUESTS:]
+    assert len(set(measured)) == REQUESTS and all(p.endswith("I believe the meaning of life is") for p in measured)
+    assert measured == [p for p in spec if "meaning of life" in p][-REQUESTS:]
+    warm = [p for p in base if "meaning of life" in p][:-REQUESTS]
+    assert warm and not set(warm) & set(measured)  # warm-up prompts are not reused

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.results import BenchResults
-from bench.spec_metrics import expected_speedup
+from bench.results import BenchResults, CaseRun, RequestRecord, RunSettings, VariantInfo, summarize
+from bench.spec_metrics import SpecDecodeResult, alpha_from_length, expected_speedup, expected_tokens_per_step
 from bench.tune import CaseFit, fit_alpha, fit_cases, format_tuning, recommend
 from config.speculation import K_RANGE
+from tests.bench.conftest import CASES, SPECULATIVE
 
 
 @settings(max_examples=200, deadline=None)
@@ -28,7 +30,7 @@ def test_fit_alpha_clamps_speedups_the_model_cannot_reach():
 
 def _fit(kind: str, alpha: float) -> CaseFit:
     return CaseFit(
-        "speculative", kind, kind, 7, alpha, "measured", {k: expected_speedup(alpha, k, 0.05) for k in K_RANGE}
+        "speculative", kind, kind, 7, alpha, "test", {k: expected_speedup(alpha, k, 0.05) for k in K_RANGE}, 0.05
     )
 
 
@@ -43,13 +45,13 @@ def test_tune_reads_a_real_benchmark_run(bench_results: BenchResults):
     assert fits and {f.variant for f in fits} == {"speculative"}
     for f in fits:
         assert 0.0 <= f.alpha <= 1.0 and f.best_k in K_RANGE
-    text = format_tuning(fits, 0.05)
+    text = format_tuning(fits)
     assert "recommended k (all):" in text
 
 
 def test_tune_without_a_k_for_the_variant_has_nothing_to_say(bench_results: BenchResults):
     assert fit_cases(bench_results, {}) == []
-    assert "nothing to tune" in format_tuning([], 0.05)
+    assert "nothing to tune" in format_tuning([])
 
 
 def test_tune_command_prints_a_recommendation(bench_results: BenchResults, tmp_path, capsys):
@@ -60,3 +62,159 @@ def test_tune_command_prints_a_recommendation(bench_results: BenchResults, tmp_p
     assert main(["tune", str(path), "--cost-ratio", "0.05"]) == 0
     out = capsys.readouterr().out
     assert "recommended k (all):" in out and "speculative" in out
+
+
+# --- synthetic runs of known alpha and c ---------------------------------------------------------------------
+
+
+def _records(step_s: float, sizes: list[int], n: int = 4) -> list[RequestRecord]:
+    """n identical requests: a one-token first chunk at 0.1 s, then one chunk of sizes[i] tokens per step."""
+    times = [round(0.1 + i * step_s, 6) for i in range(len(sizes) + 1)]
+    tokens = [1, *sizes]
+    return [
+        RequestRecord(
+            start_s=0.0,
+            ttft_s=times[0],
+            e2e_s=times[-1],
+            output_tokens=sum(tokens),
+            token_source="usage_per_chunk",
+            chunk_times_s=times,
+            chunk_tokens=tokens,
+        )
+    ] * n
+
+
+def _sizes(mean_length: float, steps: int) -> list[int]:
+    """`steps` whole chunk sizes whose mean is mean_length to within 1/steps."""
+    total = round(mean_length * steps)
+    return [total // steps + (1 if i < total % steps else 0) for i in range(steps)]
+
+
+def _run(variant: str, records: list[RequestRecord], spec: SpecDecodeResult) -> CaseRun:
+    return CaseRun(
+        variant=variant,
+        test_case="json",
+        kind="structured",
+        started_at="2026-01-01T00:00:00Z",  # type: ignore[arg-type]
+        duration_s=10.0,
+        records=records,
+        summary=summarize(records, duration_s=10.0, max_tokens=sum(records[0].chunk_tokens)),
+        spec_decode=spec,
+    )
+
+
+def synthetic(alpha_or_length: float, k: int, c: float, *, metrics: bool, is_length: bool = False) -> BenchResults:
+    """A baseline (target step 30 ms, one token per step) and a speculative variant whose steps take
+    30 ms * (1 + k c) and carry L = E[tokens per step](alpha, k) tokens on average; with `metrics`, the server's
+    V1 counters report the same L (and vLLM's accepted/drafted ratio, which is not alpha)."""
+    length = alpha_or_length if is_length else expected_tokens_per_step(alpha_or_length, k)
+    sizes = _sizes(length, 2000)
+    base_records = _records(0.03, [1] * sum(sizes))
+    spec_records = _records(0.03 * (1 + k * c), sizes)
+    none = SpecDecodeResult(engine="none", exposed=False, note="not exposed")
+    drafts = 2000.0 * len(spec_records)
+    accepted = (sum(sizes) - len(sizes)) * len(spec_records)
+    spec = (
+        SpecDecodeResult(
+            engine="v1",
+            exposed=True,
+            scope="window",
+            acceptance_rate=accepted / (drafts * k),
+            mean_acceptance_length=1 + accepted / drafts,
+            drafts=drafts,
+            draft_tokens=drafts * k,
+            accepted_tokens=accepted,
+        )
+        if metrics
+        else none
+    )
+    return BenchResults(
+        created_at="2026-01-01T00:00:00Z",  # type: ignore[arg-type]
+        settings=RunSettings(
+            suite="default",
+            api="chat",
+            mode="interleaved",
+            concurrency=4,
+            rate=None,
+            requests=4,
+            warmup=0,
+            max_tokens=sum(sizes) + 1,
+            seed=0,
+            continuous_usage=True,
+        ),
+        variants=[
+            VariantInfo(name="plain", base_url="http://b", model="m"),
+            VariantInfo(name="fused", base_url="http://s", model="m", num_speculative_tokens=k),
+        ],
+        runs=[_run("plain", base_records, none), _run("fused", spec_records, spec)],
+    )
+
+
+def test_alpha_comes_from_the_mean_acceptance_length_not_the_accepted_ratio() -> None:
+    assert alpha_from_length(2.735, 7) == pytest.approx(0.645, abs=5e-4)
+    assert expected_tokens_per_step(alpha_from_length(2.735, 7), 7) == pytest.approx(2.735)
+    assert alpha_from_length(1.0, 7) == pytest.approx(0.0, abs=1e-9)
+    assert alpha_from_length(8.0, 7) == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError, match=r"outside 1\.\.k\+1 = 1\.\.8; is k=7 right"):
+        alpha_from_length(9.0, 7)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    alpha=st.floats(min_value=0.3, max_value=0.95),
+    k=st.integers(min_value=2, max_value=10),
+    c=st.floats(min_value=0.0, max_value=0.2),
+    metrics=st.booleans(),
+)
+def test_a_synthetic_run_gives_back_its_alpha_c_and_best_k(alpha: float, k: int, c: float, metrics: bool) -> None:
+    (fit,) = fit_cases(synthetic(alpha, k, c, metrics=metrics), {}, None)
+    assert fit.alpha_source == ("server metrics" if metrics else "client-derived")
+    assert fit.alpha == pytest.approx(alpha, abs=0.01)
+    assert fit.c_measured == pytest.approx(c, abs=1e-3) and fit.c == fit.c_measured
+    assert fit.alpha_fitted == pytest.approx(fit.alpha, abs=0.02)  # the speedup path agrees
+    truth = {kk: expected_speedup(alpha, kk, c) for kk in K_RANGE}
+    assert truth[fit.best_k] == pytest.approx(max(truth.values()), rel=0.01)
+
+
+def test_tune_on_a_run_of_mean_length_2_735_at_k_7_recommends_k_5(tmp_path, capsys) -> None:
+    """The issue's run: vLLM's accepted/drafted ratio is 0.248, which the old tune took for alpha (k = 2)."""
+    from bench.__main__ import main
+
+    results = synthetic(2.735, 7, 0.05, metrics=True, is_length=True)
+    assert results.run("fused", "json").spec_decode.acceptance_rate == pytest.approx(0.248, abs=1e-3)
+    (fit,) = fit_cases(results, {}, 0.05)
+    assert fit.alpha == pytest.approx(0.645, abs=1e-3) and fit.best_k == 5
+    assert fit.predicted[5] == pytest.approx(2.09, abs=0.005) and fit.predicted[7] == pytest.approx(2.02, abs=0.01)
+    assert fit.alpha_fitted == pytest.approx(fit.alpha, abs=0.02)
+    path = tmp_path / "r.json"
+    path.write_text(results.model_dump_json())
+    assert main(["tune", str(path), "--cost-ratio", "0.05"]) == 0
+    out = capsys.readouterr().out
+    assert "fused         json              structured    7  0.645     0.645  0.050      2.03       5    2.09" in out
+    assert "recommended k (all): 5" in out and "disagree" not in out
+
+
+def test_a_run_the_model_does_not_describe_is_flagged() -> None:
+    """Speculative steps as fast as plain ones (c = 0) but --cost-ratio 0.3: the paths still agree, since the
+    fit uses the run's own c; a run whose speedup contradicts its acceptance length is what gets flagged."""
+    results = synthetic(0.7, 4, 0.0, metrics=True)
+    (fit,) = fit_cases(results, {}, 0.3)
+    assert fit.c == 0.3 and fit.c_measured == pytest.approx(0.0, abs=1e-6)
+    assert fit.alpha_fitted == pytest.approx(fit.alpha, abs=0.02)
+    lying = results.model_copy(deep=True)
+    lying.runs[1].spec_decode.mean_acceptance_length = 4.5
+    (fit,) = fit_cases(lying, {}, 0.3)
+    assert "paths disagree" in format_tuning([fit])
+
+
+@pytest.mark.timing
+def test_metrics_and_client_paths_agree_on_a_real_run(bench_results: BenchResults) -> None:
+    """The loopback speculative server counts one draft per chunk: its /metrics and its stream say the same."""
+    k = SPECULATIVE.num_speculative_tokens
+    fits = fit_cases(bench_results, {"speculative": k}, 0.05)
+    assert len(fits) == len(CASES)
+    for f in fits:
+        run = bench_results.run("speculative", f.test_case)
+        client = alpha_from_length(run.tokens_per_step(), k)  # type: ignore[arg-type, union-attr]
+        assert f.alpha_source == "server metrics" and f.alpha == pytest.approx(client, abs=0.02)
+        assert f.alpha_fitted == pytest.approx(f.alpha, abs=0.05)  # loopback timing, not a model

@@ -87,6 +87,8 @@ CROSS_FIELD_RULES = {
         "is too long for the bucket name",
     ),
     "profile names unique": (_set("profiles.1.name", "baseline"), "name 'baseline' is used twice"),
+    "baseline is a profile": (_set("baseline", "nope"), "baseline='nope' is not a profile"),
+    "baseline does not speculate": (_set("baseline", "speculative"), "speedups need a reference without speculation"),
     "target is a model": (_set("profiles.0.target", "nope"), "target='nope' is not a key of models"),
     "stack serves the method": (
         _set("serving.image.tag", "0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04"),
@@ -335,3 +337,25 @@ def test_every_cross_field_rule_has_a_row():
         and n.func.value.id == "problems"
     ]
     assert len(appends) == len(CROSS_FIELD_RULES), "add a row to CROSS_FIELD_RULES for each new rule"
+
+
+def test_the_baseline_is_named_in_the_config_or_is_the_first_plain_profile() -> None:
+    data = default_config_dict()
+    spec = copy.deepcopy(data["profiles"][1])
+    # [plain (none), baseline (fused-draft)]: names do not decide, speculation does
+    data["profiles"] = [{**copy.deepcopy(data["profiles"][0]), "name": "plain"}, {**spec, "name": "baseline"}]
+    assert parse_config(data).baseline_profile.name == "plain"
+    data["profiles"].append({**copy.deepcopy(data["profiles"][0]), "name": "plain-2"})
+    data["trn2_nodes"]["max_size"] = 2  # room for a third service
+    data["baseline"] = "plain-2"
+    assert parse_config(data).baseline_profile.name == "plain-2"
+
+
+def test_a_baseline_that_is_missing_or_speculates_is_refused() -> None:
+    assert problems_for(lambda d: d.update(baseline="nope")) == [
+        "baseline='nope' is not a profile; use one of baseline, speculative"
+    ]
+    assert problems_for(lambda d: d.update(baseline="speculative")) == [
+        "baseline='speculative' speculates (fused-draft); speedups need a reference without speculation: "
+        "name one of baseline"
+    ]
