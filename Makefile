@@ -19,7 +19,7 @@ export UV_PYTHON_DOWNLOADS := never
 VLLM_PYTHON ?= python3.11
 VLLM_0_9_1_VENV := .venv-vllm-0.9.1
 
-.PHONY: setup synth test lint format deploy stage build bench ab destroy sweep-dry-run clean
+.PHONY: setup synth test lint format deploy stage build bench bench-lossless ab destroy sweep-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -74,6 +74,10 @@ build: setup
 # Benchmark every service side by side in the cluster: make bench [BENCH_ARGS="--requests 16"]
 bench: setup
 	$(BIN)/python -m ops.run_benchmark --apply --config $(CONFIG) -- $(BENCH_ARGS)
+
+# The lossless check in the cluster: every output against the baseline's at batch size 1, both stop modes
+bench-lossless: setup
+	$(BIN)/python -m ops.run_benchmark --apply --lossless --config $(CONFIG) -- $(BENCH_ARGS)
 
 # From a deployed stack to the A/B report: stage, build every profile, benchmark
 ab: setup

@@ -7,8 +7,19 @@ import asyncio
 import sys
 from pathlib import Path
 
-from bench.results import BenchResults, ResultsError, RunSettings, error_reasons, load_results, save_results
+from bench.results import (
+    BenchResults,
+    ResultsError,
+    RunSettings,
+    Stop,
+    error_reasons,
+    load_results,
+    save_results,
+)
 from config import ConfigError
+
+LOSSLESS_REQUESTS = 8  # per test case and stop mode in --lossless: distinct prompts, batch size 1
+STOPS: dict[str, list[Stop]] = {"fixed": ["fixed"], "natural": ["natural"], "both": ["fixed", "natural"]}
 
 
 def _config(path: str | None) -> object | None:
@@ -46,14 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="benchmark endpoints under identical load")
     run.add_argument("--endpoint", action="append", required=True, metavar="NAME=URL", help="repeat per variant")
     run.add_argument("--suite", default="default", help="`default` or a YAML/JSON file of test cases")
+    run.add_argument(
+        "--lossless",
+        action="store_true",
+        help="the lossless check: each output against the baseline's at batch size 1 (defaults --concurrency 1 "
+        f"--requests {LOSSLESS_REQUESTS} --warmup 0 --stop both); the comparison itself is in every run's output",
+    )
     load = run.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=int, help="closed loop: N requests in flight (default 4)")
     load.add_argument("--rate", type=float, help="open loop: Poisson arrivals, requests per second")
     run.add_argument(
         "--requests",
         type=int,
-        default=100,
-        help="measured requests per variant and test case (100: p99 is then the second-largest, not the maximum)",
+        default=None,
+        help="measured requests per variant and test case (default 100: p99 is then the second-largest, not the "
+        "maximum)",
     )
     run.add_argument(
         "--warmup",
@@ -61,7 +79,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="discarded requests, sent at once before each measured run (default: --concurrency, else 8)",
     )
-    run.add_argument("--max-tokens", type=int, default=600, help="fixed output length (min_tokens = max_tokens)")
+    run.add_argument(
+        "--max-tokens",
+        type=int,
+        default=600,
+        help="output length (fixed stop: min_tokens = max_tokens; natural: a cap)",
+    )
+    run.add_argument(
+        "--stop",
+        choices=["fixed", "natural", "both"],
+        default=None,
+        help="fixed: exactly --max-tokens (ignore_eos; default); natural: to end-of-sequence; both: every case twice",
+    )
     run.add_argument("--mode", choices=["interleaved", "simultaneous"], default="interleaved")
     run.add_argument("--api", choices=["chat", "completions"], default="chat")
     run.add_argument("--model", help="model name; default: the first one from GET /v1/models")
@@ -105,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from bench.lossless import format_lossless
     from bench.prompts import SuiteError, load_suite
     from bench.runner import RunOptions, format_table, parse_endpoint, run_benchmark
 
@@ -117,6 +147,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.upload and not args.upload.startswith("s3://"):
         print(f"error: --upload {args.upload!r} is not s3://BUCKET/KEY", file=sys.stderr)
         return 2
+    if args.requests is None:
+        args.requests = LOSSLESS_REQUESTS if args.lossless else 100
+    if args.lossless and args.rate is None and args.concurrency is None:
+        args.concurrency = 1
     for flag, value in (("--requests", args.requests), ("--max-tokens", args.max_tokens)):
         if value < 1:
             print(f"error: {flag}={value} must be >= 1", file=sys.stderr)
@@ -131,10 +165,11 @@ def _run(args: argparse.Namespace) -> int:
         concurrency=concurrency,
         rate=args.rate,
         requests=args.requests,
-        warmup=args.warmup if args.warmup is not None else (concurrency or 8),
+        warmup=args.warmup if args.warmup is not None else (0 if args.lossless else concurrency or 8),
         max_tokens=args.max_tokens,
         seed=args.seed,
         continuous_usage=not args.no_continuous_usage,
+        stops=STOPS[args.stop or ("both" if args.lossless else "fixed")],
     )
     cfg = _config(args.config)
     options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
@@ -168,6 +203,8 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     save_results(results, out)
     print(format_table(results))
+    if len(results.variants) > 1:
+        print("\n" + format_lossless(results))
     print(f"\nresults: {out}")
     failed = _variants_without_success(results)
     if args.upload:

@@ -1,9 +1,10 @@
 """Async streaming client for OpenAI-compatible servers (vLLM): completions and chat completions.
 
 Why our own: llmperf divides by chunk count with a foreign tokenizer, and per-chunk ITL is wrong when one
-chunk carries several tokens, as under speculative decoding. We ask for a fixed output length at temperature 0
-(`max_tokens` = `min_tokens`, `ignore_eos`), take token counts from the server's usage, and weight latency
-by tokens.
+chunk carries several tokens, as under speculative decoding. We ask at temperature 0 for a fixed output length
+(`max_tokens` = `min_tokens`, `ignore_eos`) or, in the natural-stop mode, up to end-of-sequence; take token
+counts from the server's usage, weight latency by tokens, and keep the output (chunk texts, token ids when
+sent) for the lossless check.
 
 Tokens per chunk, best source first:
 1. `usage_per_chunk`: differences of the cumulative `usage.completion_tokens` vLLM puts on every chunk when
@@ -33,7 +34,7 @@ from typing import Any, Literal
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
-from bench.results import RequestRecord, TokenSource
+from bench.results import RequestRecord, Stop, TokenSource
 
 Api = Literal["chat", "completions"]
 
@@ -52,20 +53,18 @@ class Target:
         return self.base_url.rstrip("/") + path
 
 
-def request_body(target: Target, prompt: str, max_tokens: int, *, continuous_usage: bool = True) -> dict[str, Any]:
-    """Greedy, fixed-length, streamed: every variant must produce the same number of tokens."""
+def request_body(
+    target: Target, prompt: str, max_tokens: int, *, continuous_usage: bool = True, stop: Stop = "fixed"
+) -> dict[str, Any]:
+    """Greedy and streamed. `fixed`: exactly max_tokens (`min_tokens`, `ignore_eos`), so every variant produces
+    the same number of tokens; `natural`: the model stops at end-of-sequence, max_tokens only caps it."""
     options: dict[str, bool] = {"include_usage": True}
     if continuous_usage:
         options["continuous_usage_stats"] = True
-    body: dict[str, Any] = {
-        "model": target.model,
-        "max_tokens": max_tokens,
-        "min_tokens": max_tokens,
-        "ignore_eos": True,
-        "temperature": 0.0,
-        "stream": True,
-        "stream_options": options,
-    }
+    body: dict[str, Any] = {"model": target.model, "max_tokens": max_tokens}
+    if stop == "fixed":
+        body |= {"min_tokens": max_tokens, "ignore_eos": True}
+    body |= {"temperature": 0.0, "stream": True, "stream_options": options}
     if target.api == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
@@ -78,8 +77,8 @@ class _Chunk:
     """One streamed event that may carry tokens."""
 
     t: float
-    text_len: int
-    ids: int | None
+    text: str
+    ids: list[int] | None
     usage_delta: int | None
 
 
@@ -167,19 +166,22 @@ class RawStream:
         if not chunks:
             return base.model_copy(update={"error": "stream ended without any token"})
         tokens, source = _tokens_per_chunk(chunks, final_usage)
-        kept = [(c.t - t0, n) for c, n in zip(chunks, tokens, strict=True) if n > 0]
+        kept = _kept_chunks(chunks, tokens, t0)
         if not kept:
             return base.model_copy(update={"error": "usage reports zero output tokens"})
         total = final_usage.get("completion_tokens") if final_usage else None
         exact = total is not None or source in ("usage_per_chunk", "token_ids")
+        ids = [i for c in chunks for i in c.ids or ()] if all(c.ids is not None for c in chunks) else None
         return base.model_copy(
             update={
                 "ttft_s": round(kept[0][0], 6),
-                "output_tokens": int(total) if total is not None else sum(n for _, n in kept),
+                "output_tokens": int(total) if total is not None else sum(n for _, n, _ in kept),
                 "usage_missing": not exact,
                 "token_source": source,
-                "chunk_times_s": [round(t, 6) for t, _ in kept],
-                "chunk_tokens": [n for _, n in kept],
+                "chunk_times_s": [round(t, 6) for t, _, _ in kept],
+                "chunk_tokens": [n for _, n, _ in kept],
+                "chunk_texts": [text for _, _, text in kept],
+                "output_token_ids": ids,
             }
         )
 
@@ -226,11 +228,11 @@ class RawStream:
             try:
                 text = _choice_text(choices[0])
                 ids = choices[0].get("token_ids")
-                n_ids = len(ids) if ids is not None else None
-            except (AttributeError, TypeError):
-                raise _StreamError(f"malformed {where}: choices[0] has no text, delta or token_ids") from None
-            if text or n_ids or (delta or 0) > 0:
-                chunks.append(_Chunk(self.arrival(end), len(text), n_ids, delta))
+                ids = None if ids is None else [int(i) for i in ids]
+            except (AttributeError, TypeError, ValueError):
+                raise _StreamError(f"malformed {where}: choices[0] has no text, delta or integer token_ids") from None
+            if text or ids or (delta or 0) > 0:
+                chunks.append(_Chunk(self.arrival(end), text, ids, delta))
         raise _StreamError(
             f"stream ended without `data: [DONE]` after {len(chunks)} token chunk(s): the server closed it early"
         )
@@ -248,6 +250,7 @@ async def receive_one(
     *,
     continuous_usage: bool = True,
     timeout_s: float = 600.0,
+    stop: Stop = "fixed",
 ) -> RawStream:
     """Send one streaming request and keep its raw bytes with the time of each socket read.
 
@@ -255,7 +258,7 @@ async def receive_one(
     when this coroutine started: at a burst of 64 streams, building and queueing requests in this one Python
     process takes milliseconds that the server never saw. That client-side wait, including connection set-up,
     is kept as `send_delay_s`."""
-    body = request_body(target, prompt, max_tokens, continuous_usage=continuous_usage)
+    body = request_body(target, prompt, max_tokens, continuous_usage=continuous_usage, stop=stop)
     raw = RawStream(queued=time.perf_counter())
     sent: dict[str, float] = {}
     reads: list[tuple[int, float]] = []
@@ -299,14 +302,31 @@ async def stream_one(
     return raw.to_record(run_start)
 
 
+def _kept_chunks(chunks: list[_Chunk], tokens: list[int], t0: float) -> list[tuple[float, int, str]]:
+    """(time since t0, tokens, text) of each chunk that carried tokens; text of a chunk counted as zero tokens
+    moves to the next kept chunk (the last one at the end), so the texts still join to the whole output."""
+    kept: list[tuple[float, int, str]] = []
+    carry = ""
+    for c, n in zip(chunks, tokens, strict=True):
+        if n > 0:
+            kept.append((c.t - t0, n, carry + c.text))
+            carry = ""
+        else:
+            carry += c.text
+    if kept and carry:
+        t, n, text = kept[-1]
+        kept[-1] = (t, n, text + carry)
+    return kept
+
+
 def _tokens_per_chunk(chunks: list[_Chunk], final_usage: dict[str, Any] | None) -> tuple[list[int], TokenSource]:
     if all(c.usage_delta is not None for c in chunks):
         return [max(c.usage_delta or 0, 0) for c in chunks], "usage_per_chunk"
     if all(c.ids is not None for c in chunks):
-        return [c.ids or 0 for c in chunks], "token_ids"
+        return [len(c.ids or ()) for c in chunks], "token_ids"
     if final_usage and final_usage.get("completion_tokens") is not None:
-        return share_by_text(int(final_usage["completion_tokens"]), [c.text_len for c in chunks]), "usage_text_share"
-    return [c.ids if c.ids is not None else 1 for c in chunks], "chunk_count"
+        return share_by_text(int(final_usage["completion_tokens"]), [len(c.text) for c in chunks]), "usage_text_share"
+    return [len(c.ids) if c.ids is not None else 1 for c in chunks], "chunk_count"
 
 
 def share_by_text(total: int, text_lengths: list[int]) -> list[int]:
@@ -363,6 +383,7 @@ class _Sender:
     max_tokens: int
     timeout_s: float
     continuous_usage: bool
+    stop: Stop
 
     def send(self, index: int) -> Awaitable[RawStream]:
         return receive_one(
@@ -372,6 +393,7 @@ class _Sender:
             self.max_tokens,
             continuous_usage=self.continuous_usage,
             timeout_s=self.timeout_s,
+            stop=self.stop,
         )
 
 
@@ -388,6 +410,7 @@ async def run_load(
     request_timeout_s: float = 600.0,
     max_duration_s: float | None = None,
     continuous_usage: bool = True,
+    stop: Stop = "fixed",
     session: aiohttp.ClientSession | None = None,
 ) -> LoadResult:
     """Send `warmup` requests (discarded), then `requests` measured ones, either by `concurrency` workers
@@ -404,7 +427,7 @@ async def run_load(
     own = session is None
     if session is None:
         session = make_session(limit=concurrency or 0)
-    sender = _Sender(session, target, prompts, max_tokens, request_timeout_s, continuous_usage)
+    sender = _Sender(session, target, prompts, max_tokens, request_timeout_s, continuous_usage, stop)
     try:
         if warmup > 0:
             await _closed_loop(sender, warmup, concurrency or warmup, None)

@@ -69,7 +69,9 @@ def _put(metrics: _Metrics, name: str, unit: str, value: float | None, count: fl
 
 
 def series_from_results(results: BenchResults) -> list[Series]:
-    """Metric names and units the dashboard reads, per (Variant, TestCase). Latencies in ms, rounded to 1 us."""
+    """Metric names and units the dashboard reads, per (Variant, TestCase). Latencies in ms, rounded to 1 us.
+    Natural-stop runs go under TestCase `<case>/natural` (no case name has a slash), beside the fixed-length
+    ones the dashboard shows."""
     out: list[Series] = []
     for run in results.runs:
         m: _Metrics = {}
@@ -85,7 +87,8 @@ def series_from_results(results: BenchResults) -> list[Series]:
         _put(m, ACCEPTANCE_RATE, "None", run.spec_decode.acceptance_rate)
         _put(m, MEAN_ACCEPTANCE_LENGTH, COUNT, run.spec_decode.mean_acceptance_length)
         for (name, unit), values in m.items():
-            out.append(Series(name, unit, run.variant, run.test_case, run.started_at, values))
+            case = run.test_case if run.stop == "fixed" else f"{run.test_case}/natural"
+            out.append(Series(name, unit, run.variant, case, run.started_at, values))
     return out
 
 

@@ -42,6 +42,17 @@ class Script:
     fail_every: int = 0  # answer HTTP 503 to every n-th completion request (0: never)
     prompt_patterns: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (substring, pattern): per-prompt chunking
     fault: Fault = "none"
+    # (prompt substring, token position): from that position on, prompts containing it get other tokens
+    diverge: tuple[tuple[str, int], ...] = ()
+    eos_after: int | None = None  # without ignore_eos, the output ends here (finish_reason "stop")
+
+    def diverges_at(self, prompt: str) -> int | None:
+        return next((at for sub, at in self.diverge if sub in prompt), None)
+
+    def output(self, tokens: int, prompt: str = "") -> tuple[str, list[int]]:
+        """The text and token ids of a response of `tokens` tokens to `prompt`."""
+        at = self.diverges_at(prompt)
+        return "".join(_token_text(i, at) for i in range(tokens)), [_token_id(i, at) for i in range(tokens)]
 
     def chunk_sizes(self, tokens: int, prompt: str = "") -> list[int]:
         pattern = next((p for sub, p in self.prompt_patterns if sub in prompt), self.pattern)
@@ -78,10 +89,17 @@ class _State:
 
 
 _WORDS = ("alpha", "beta", "gamma", "delta")  # ' ' + 4-5 letters: near-uniform token text length
+DIVERGED_ID_OFFSET = 1000  # token i after a scripted divergence has id 1000 + i and text " zeta"
 
 
-def _token_text(i: int) -> str:
+def _token_text(i: int, diverge_at: int | None = None) -> str:
+    if diverge_at is not None and i >= diverge_at:
+        return " zeta"
     return " " + _WORDS[i % len(_WORDS)][:4]
+
+
+def _token_id(i: int, diverge_at: int | None = None) -> int:
+    return i + DIVERGED_ID_OFFSET if diverge_at is not None and i >= diverge_at else i
 
 
 def make_app(script: Script) -> web.Application:
@@ -110,6 +128,9 @@ def make_app(script: Script) -> web.Application:
         if script.fail_every and state.requests % script.fail_every == 0:
             return web.json_response({"error": {"message": "scripted failure", "code": 503}}, status=503)
         tokens = int(body.get("max_tokens") or 16)
+        natural_end = script.eos_after is not None and not body.get("ignore_eos") and script.eos_after < tokens
+        if natural_end:
+            tokens = script.eos_after  # type: ignore[assignment]
         options = body.get("stream_options") or {}
         final_usage = script.usage != "none" and bool(options.get("include_usage"))
         per_chunk = script.usage == "auto" and final_usage and bool(options.get("continuous_usage_stats"))
@@ -129,17 +150,19 @@ def make_app(script: Script) -> web.Application:
             messages = body.get("messages") or [{}]
             prompt = str(messages[-1].get("content", "")) if chat else str(body.get("prompt", ""))
             sizes = script.chunk_sizes(tokens, prompt)
+            diverge_at = script.diverges_at(prompt)
             log["sizes"] = sizes
             for i, size in enumerate(sizes):
                 delay = arrived + script.ttft_s + i * script.step_s - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                text = "".join(_token_text(produced + j) for j in range(size))
-                ids = list(range(produced, produced + size)) if script.token_ids else None
+                text = "".join(_token_text(produced + j, diverge_at) for j in range(size))
+                ids = [_token_id(produced + j, diverge_at) for j in range(size)] if script.token_ids else None
                 produced += size
                 last = i == len(sizes) - 1
                 content: dict[str, Any] = {"content": text} if chat else {"text": text}
-                event = _chunk(rid, created, script.model, chat, content, ids, "length" if last else None)
+                finish = ("stop" if natural_end else "length") if last else None
+                event = _chunk(rid, created, script.model, chat, content, ids, finish)
                 if per_chunk:
                     event["usage"] = _usage(prompt_tokens, produced)
                 payload = _sse(event)
@@ -248,13 +271,18 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
     p.add_argument(
         "--pattern-for", action="append", default=[], metavar="TEXT=1,2", help="chunking for prompts containing TEXT"
     )
+    p.add_argument(
+        "--diverge-for", action="append", default=[], metavar="TEXT=N", help="other tokens from position N on"
+    )
+    p.add_argument("--eos-after", type=int, default=None, help="without ignore_eos, stop after this many tokens")
     p.add_argument("--lifetime-s", type=float, default=600.0, help="exit after this long, whatever happens")
     a = p.parse_args(argv)
     try:
         pattern = _pattern(a.pattern)
         per_prompt = tuple((text, _pattern(spec)) for text, _, spec in (x.rpartition("=") for x in a.pattern_for))
+        diverge = tuple((text, int(at)) for text, _, at in (x.rpartition("=") for x in a.diverge_for))
     except ValueError:
-        p.error("--pattern and --pattern-for need positive integers, e.g. 1,3,2 and 'meaning of life=1'")
+        p.error("--pattern, --pattern-for and --diverge-for need integers, e.g. 1,3,2 and 'meaning of life=1'")
     script = Script(
         ttft_s=a.ttft_ms / 1000,
         step_s=a.step_ms / 1000,
@@ -267,6 +295,8 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
         fail_every=a.fail_every,
         prompt_patterns=per_prompt,
         fault=a.fault,
+        diverge=diverge,
+        eos_after=a.eos_after,
     )
     return script, a.port, a.lifetime_s
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import lossless
 from bench.results import BenchResults, CaseRun, Speedup, load_results
 from bench.runner import summary_rows
 
@@ -76,12 +77,13 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
             out += ["### Speedup and acceptance by test case", ""]
             rows = []
             for sp in speedups:
-                run = r.run(sp.variant, sp.test_case)
+                run = r.run(sp.variant, sp.test_case, sp.stop)
                 spec = run.spec_decode if run else None
                 rows.append(
                     [
                         sp.test_case,
                         sp.kind,
+                        sp.stop,
                         sp.variant,
                         _fmt(sp.tpot, suffix="x"),
                         _fmt(sp.itl, suffix="x"),
@@ -91,7 +93,18 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
                         _acceptance_length(run),
                     ]
                 )
-            header = ["test case", "kind", "variant", "x TPOT", "x ITL", "x E2E", "x tok/s", "accept", "accept len"]
+            header = [
+                "test case",
+                "kind",
+                "stop",
+                "variant",
+                "x TPOT",
+                "x ITL",
+                "x E2E",
+                "x tok/s",
+                "accept",
+                "accept len",
+            ]
             out += [*_md_table(header, rows), ""]
             out += [
                 "accept: vLLM's accepted / drafted tokens. accept len: tokens per target step from /metrics, or "
@@ -102,11 +115,30 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
                 g = _geomean([sp.tpot for sp in speedups if sp.kind == kind and sp.tpot])
                 out.append(f"- {kind}: geometric-mean TPOT speedup {_fmt(g, suffix='x')}")
             out.append("")
+        out += _lossless_section(r)
         notes = _notes(r.runs)
         if notes:
             out += ["### Notes", "", *[f"- {n}" for n in notes], ""]
     out += [f"![{Path(i).stem}]({i})" for i in images]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _lossless_section(results: BenchResults) -> list[str]:
+    checks = lossless.check(results)
+    if not checks:
+        return []
+    lines = ["### Lossless check", ""]
+    lines += [
+        f"Each output at temperature 0 against `{results.baseline}`'s for the same prompt (token ids when the "
+        "server sent them, else text). A divergence can be legitimate (bf16 numerics in another batch shape); "
+        "read the rate, and run `bench run --lossless` (batch size 1) to separate it from batching.",
+        "",
+    ]
+    lines += [*_md_table(*lossless.rows(checks)), ""]
+    for variant, (diverged, compared) in lossless.overall(checks).items():
+        rate = f"{diverged / compared:.1%}" if compared else "-"
+        lines.append(f"- `{variant}`: {diverged} of {compared} outputs diverge ({rate})")
+    return [*lines, ""]
 
 
 def _acceptance_length(run: CaseRun | None) -> str:
@@ -160,6 +192,10 @@ _PANELS = (
 )
 
 
+def _case_label(case: str, stop: str) -> str:
+    return case if stop == "fixed" else f"{case} (natural stop)"
+
+
 def plot_latency(sources: Sequence[Source], path: Path) -> Path:
     import matplotlib
 
@@ -169,15 +205,15 @@ def plot_latency(sources: Sequence[Source], path: Path) -> Path:
 
     many = len(sources) > 1
     series = [(src, v.name) for src in sources for v in src.results.variants]
-    cases = list(dict.fromkeys(r.test_case for src in sources for r in src.results.runs))
+    cases = list(dict.fromkeys((r.test_case, r.stop) for src in sources for r in src.results.runs))
     height = max(4.0, 0.42 * len(cases) * max(1, len(series)) / 1.6 + 1.5)
     fig, axes = plt.subplots(2, 2, figsize=(15, 2 * height), constrained_layout=True)
     width = 0.8 / len(series)
     for ax, (metric, title) in zip(axes.flat, _PANELS, strict=True):
         for j, (src, variant) in enumerate(series):
             data, positions = [], []
-            for i, case in enumerate(cases):
-                run = src.results.run(variant, case)
+            for i, (case, stop) in enumerate(cases):
+                run = src.results.run(variant, case, stop)
                 values = _distribution(run, metric) if run else []
                 if values:
                     data.append(values)
@@ -199,7 +235,7 @@ def plot_latency(sources: Sequence[Source], path: Path) -> Path:
             # a dot at each median keeps the variant's colour visible when a box is only a line wide
             medians = [statistics.median(d) for d in data]
             ax.scatter(medians, positions, color=colour, edgecolors="black", linewidths=0.5, s=22, zorder=3)
-        ax.set_yticks(range(len(cases)), cases)
+        ax.set_yticks(range(len(cases)), [_case_label(case, stop) for case, stop in cases])
         ax.invert_yaxis()
         ax.set_title(title)
         ax.grid(axis="x", alpha=0.3)
@@ -253,7 +289,7 @@ def plot_speedup(sources: Sequence[Source], path: Path) -> Path:
         ys = range(len(rows))
         values = [sp.tpot or 0.0 for sp in rows]
         ax.barh(ys, values, color=[COLOURS[sp.kind] for sp in rows])
-        ax.set_yticks(ys, [sp.test_case for sp in rows])
+        ax.set_yticks(ys, [_case_label(sp.test_case, sp.stop) for sp in rows])
         ax.invert_yaxis()
         ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
         for y, v in zip(ys, values, strict=True):

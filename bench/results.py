@@ -22,6 +22,8 @@ SCHEMA_VERSION = 1
 
 # Where each request's per-chunk token counts came from, best first (see bench/client.py).
 TokenSource = Literal["usage_per_chunk", "token_ids", "usage_text_share", "chunk_count", "none"]
+# How a request ends: `fixed` at exactly max_tokens (ignore_eos), `natural` at end-of-sequence (max_tokens caps it).
+Stop = Literal["fixed", "natural"]
 
 
 class _Model(BaseModel):
@@ -44,6 +46,12 @@ class RequestRecord(_Model):
     token_source: TokenSource = "none"
     chunk_times_s: list[float] = Field(default_factory=list, description="Arrival of each token chunk.")
     chunk_tokens: list[int] = Field(default_factory=list, description="Tokens each of those chunks carried.")
+    chunk_texts: list[str] = Field(
+        default_factory=list, description="Text of each of those chunks (empty in files from before it was kept)."
+    )
+    output_token_ids: list[int] | None = Field(
+        default=None, description="The output's token ids, when the server sent them on every chunk."
+    )
     error: str | None = None
 
     @model_validator(mode="after")
@@ -53,7 +61,16 @@ class RequestRecord(_Model):
                 f"chunk_times_s has {len(self.chunk_times_s)} entries but chunk_tokens has {len(self.chunk_tokens)}; "
                 "each chunk needs one arrival time and one token count"
             )
+        if self.chunk_texts and len(self.chunk_texts) != len(self.chunk_tokens):
+            raise ValueError(
+                f"chunk_texts has {len(self.chunk_texts)} entries but chunk_tokens has {len(self.chunk_tokens)}; "
+                "each chunk needs one text (or leave chunk_texts empty)"
+            )
         return self
+
+    @property
+    def output_text(self) -> str:
+        return "".join(self.chunk_texts)
 
     @property
     def ok(self) -> bool:
@@ -147,7 +164,9 @@ class RunSummary(_Model):
     ok: int
     errors: int
     usage_missing: int = Field(description="Requests without exact token counts: excluded from token metrics.")
-    short_outputs: int = Field(description="Requests with fewer output tokens than max_tokens (EOS not ignored?).")
+    short_outputs: int = Field(
+        description="Fixed-length runs: requests with fewer output tokens than max_tokens (EOS not ignored?)."
+    )
     output_tokens: int
     duration_s: float
     output_tok_s: float = Field(description="All output tokens of the run divided by its wall-clock time.")
@@ -158,7 +177,9 @@ class RunSummary(_Model):
     request_tok_s: Stat = Field(description="Per-request output tokens per second (tokens / e2e).")
 
 
-def summarize(records: Sequence[RequestRecord], *, duration_s: float, max_tokens: int) -> RunSummary:
+def summarize(
+    records: Sequence[RequestRecord], *, duration_s: float, max_tokens: int, stop: Stop = "fixed"
+) -> RunSummary:
     ok = [r for r in records if r.ok]
     itl_values: list[float] = []
     itl_weights: list[int] = []
@@ -172,7 +193,7 @@ def summarize(records: Sequence[RequestRecord], *, duration_s: float, max_tokens
         ok=len(ok),
         errors=len(records) - len(ok),
         usage_missing=sum(r.usage_missing for r in ok),
-        short_outputs=sum(r.output_tokens < max_tokens for r in ok if not r.usage_missing),
+        short_outputs=sum(r.output_tokens < max_tokens for r in ok if not r.usage_missing) if stop == "fixed" else 0,
         output_tokens=tokens,
         duration_s=duration_s,
         output_tok_s=tokens / duration_s if duration_s > 0 else 0.0,
@@ -208,6 +229,9 @@ class RunSettings(_Model):
     max_tokens: int
     seed: int
     continuous_usage: bool
+    stops: list[Stop] = Field(
+        default_factory=lambda: ["fixed"], min_length=1, description="Each test case runs once per stop mode."
+    )
 
 
 class VariantInfo(_Model):
@@ -223,6 +247,7 @@ class CaseRun(_Model):
     variant: str
     test_case: str
     kind: Literal["structured", "open-ended"]
+    stop: Stop = "fixed"
     started_at: datetime
     duration_s: float
     records: list[RequestRecord]
@@ -260,6 +285,7 @@ class Speedup(_Model):
     baseline: str
     test_case: str
     kind: Literal["structured", "open-ended"]
+    stop: Stop = "fixed"
     tpot: float | None = Field(description="baseline p50 TPOT / variant p50 TPOT (decode speed).")
     itl: float | None = Field(description="baseline p50 token-weighted ITL / variant p50.")
     e2e: float | None = Field(description="baseline p50 end-to-end latency / variant p50.")
@@ -298,8 +324,10 @@ class BenchResults(_Model):
         names = [v.name for v in self.variants]
         return "baseline" if "baseline" in names else names[0]
 
-    def run(self, variant: str, test_case: str) -> CaseRun | None:
-        return next((r for r in self.runs if r.variant == variant and r.test_case == test_case), None)
+    def run(self, variant: str, test_case: str, stop: Stop = "fixed") -> CaseRun | None:
+        return next(
+            (r for r in self.runs if r.variant == variant and r.test_case == test_case and r.stop == stop), None
+        )
 
     def speedups(self) -> list[Speedup]:
         out: list[Speedup] = []
@@ -307,7 +335,7 @@ class BenchResults(_Model):
         for run in self.runs:
             if run.variant == base_name:
                 continue
-            base = self.run(base_name, run.test_case)
+            base = self.run(base_name, run.test_case, run.stop)
             if base is None:
                 continue
             b, v = base.summary, run.summary
@@ -317,6 +345,7 @@ class BenchResults(_Model):
                     baseline=base_name,
                     test_case=run.test_case,
                     kind=run.kind,
+                    stop=run.stop,
                     tpot=_ratio(b.tpot_s.p50, v.tpot_s.p50),
                     itl=_ratio(b.itl_s.p50, v.itl_s.p50),
                     e2e=_ratio(b.e2e_s.p50, v.e2e_s.p50),

@@ -18,7 +18,7 @@ import aiohttp
 
 from bench.client import Target, discover_model, make_session, run_load
 from bench.prompts import TestCase, variations
-from bench.results import BenchResults, CaseRun, RunSettings, VariantInfo, error_reasons, summarize
+from bench.results import BenchResults, CaseRun, RunSettings, Stop, VariantInfo, error_reasons, summarize
 from bench.spec_metrics import acceptance, scrape
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -88,31 +88,33 @@ async def run_benchmark(
             for e in endpoints
         ]
         runs = _resumable_runs(resume, settings, variants, baseline)
-        done_pairs = {(r.variant, r.test_case) for r in runs}
+        done_keys = {(r.variant, r.test_case, r.stop) for r in runs}
         for index, case in enumerate(cases):
-            seed = settings.seed + index  # same arrivals for every variant of this case
-            todo = [e for e in endpoints if (e.name, case.name) not in done_pairs]
-            if not todo:
-                log(f"[{case.name}] already in the results file; skipped")
-                continue
+            seed = settings.seed + index  # same arrivals and prompts for every variant (and stop) of this case
+            for stop in settings.stops:
+                todo = [e for e in endpoints if (e.name, case.name, stop) not in done_keys]
+                label = case.name if stop == "fixed" else f"{case.name}, natural stop"
+                if not todo:
+                    log(f"[{label}] already in the results file; skipped")
+                    continue
 
-            def job(e: Endpoint, case: TestCase = case, seed: int = seed) -> Awaitable[CaseRun]:
-                k = (k_by_variant or {}).get(e.name)
-                return _case_run(sessions[e.name], e.name, targets[e.name], case, settings, options, seed, k)
+                def job(e: Endpoint, case: TestCase = case, seed: int = seed, stop: Stop = stop) -> Awaitable[CaseRun]:
+                    k = (k_by_variant or {}).get(e.name)
+                    return _case_run(sessions[e.name], e.name, targets[e.name], case, settings, options, seed, k, stop)
 
-            if settings.mode == "simultaneous":
-                done = list(await asyncio.gather(*(job(e) for e in todo)))
-            else:
-                done = [await job(e) for e in todo]
-            for run in done:
-                s = run.summary
-                why = "; ".join(error_reasons(run.records))
-                log(
-                    f"[{case.name}] {run.variant}: {s.ok}/{s.requests} ok in {run.duration_s:.1f} s"
-                    + (f" ({why})" if why else "")
-                )
-            runs += done
-            on_case(_results(settings, variants, baseline, runs))
+                if settings.mode == "simultaneous":
+                    done = list(await asyncio.gather(*(job(e) for e in todo)))
+                else:
+                    done = [await job(e) for e in todo]
+                for run in done:
+                    s = run.summary
+                    why = "; ".join(error_reasons(run.records))
+                    log(
+                        f"[{label}] {run.variant}: {s.ok}/{s.requests} ok in {run.duration_s:.1f} s"
+                        + (f" ({why})" if why else "")
+                    )
+                runs += done
+                on_case(_results(settings, variants, baseline, runs))
     finally:
         for s in sessions.values():
             await s.close()
@@ -154,11 +156,13 @@ async def _case_run(
     options: RunOptions,
     seed: int,
     k: int | None,
+    stop: Stop = "fixed",
 ) -> CaseRun:
     common = {
         "max_tokens": settings.max_tokens,
         "request_timeout_s": options.request_timeout_s,
         "continuous_usage": settings.continuous_usage,
+        "stop": stop,
         "session": session,
     }
     if settings.warmup:  # all at once, so every connection the measured run will use is open
@@ -183,10 +187,11 @@ async def _case_run(
         variant=variant,
         test_case=case.name,
         kind=case.kind,
+        stop=stop,
         started_at=load.started_at,
         duration_s=load.duration_s,
         records=load.records,
-        summary=summarize(load.records, duration_s=load.duration_s, max_tokens=settings.max_tokens),
+        summary=summarize(load.records, duration_s=load.duration_s, max_tokens=settings.max_tokens, stop=stop),
         spec_decode=spec,
     )
 
@@ -206,21 +211,22 @@ def _x(x: float | None) -> str:
 def summary_rows(results: BenchResults) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the summary table, shared by the console and the Markdown report."""
     header = [
-        "test case", "kind", "variant", "ok/n", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
+        "test case", "kind", "stop", "variant", "ok/n", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms",
         "ITL p50/p90/p99 ms", "E2E p50/p90/p99 s", "out tok/s", "accept", "x TPOT", "x E2E",
     ]  # fmt: skip
-    speedups = {(s.variant, s.test_case): s for s in results.speedups()}
+    speedups = {(s.variant, s.test_case, s.stop): s for s in results.speedups()}
     rows: list[list[str]] = []
     cases = list(dict.fromkeys(r.test_case for r in results.runs))
-    for case in cases:
-        for run in (r for r in results.runs if r.test_case == case):
+    for case in cases:  # a case's natural-stop runs right below its fixed-length ones
+        for run in sorted((r for r in results.runs if r.test_case == case), key=lambda r: r.stop != "fixed"):
             s = run.summary
-            sp = speedups.get((run.variant, case))
+            sp = speedups.get((run.variant, case, run.stop))
             acc = run.spec_decode.acceptance_rate
             rows.append(
                 [
                     case,
                     run.kind,
+                    run.stop,
                     run.variant,
                     f"{s.ok}/{s.requests}",
                     f"{_ms(s.ttft_s.p50)}/{_ms(s.ttft_s.p90)}/{_ms(s.ttft_s.p99)}",

@@ -40,6 +40,10 @@ def loopback_server(script: Script, lifetime_s: float) -> Iterator[str]:
         args.append("--token-ids")
     for text, pattern in script.prompt_patterns:
         args += ["--pattern-for", f"{text}={','.join(map(str, pattern))}"]
+    for text, at in script.diverge:
+        args += ["--diverge-for", f"{text}={at}"]
+    if script.eos_after is not None:
+        args += ["--eos-after", str(script.eos_after)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""

@@ -53,7 +53,11 @@ def endpoints(config: DeploymentConfig) -> list[str]:
     return [f"{p.name}=http://{p.name}.{config.namespace}.svc.cluster.local:{p.port}" for p in order]
 
 
-def bench_script(config: DeploymentConfig, bucket_name: str, run_id: str, extra_args: list[str]) -> str:
+def bench_script(
+    config: DeploymentConfig, bucket_name: str, run_id: str, extra_args: list[str], *, lossless: bool = False
+) -> str:
+    """The Job's shell script. `lossless`: the lossless check (`bench run --lossless`, batch size 1), which
+    publishes nothing to CloudWatch, so its latencies never mix with the benchmark's on the dashboard."""
     results = f"{RESULTS_PATH}/{run_id}.json"
     run = [
         "python3",
@@ -65,7 +69,7 @@ def bench_script(config: DeploymentConfig, bucket_name: str, run_id: str, extra_
         f"{CONFIG_PATH}/config.yaml",
         "--out",
         results,
-        "--cloudwatch",
+        "--lossless" if lossless else "--cloudwatch",
         "--upload",
         f"s3://{bucket_name}/{results_key(run_id)}",
         *extra_args,
@@ -100,6 +104,7 @@ class BenchmarkJob(Construct):
         bucket_name: str,
         run_id: str,
         extra_args: list[str] | None = None,
+        lossless: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = f"bench-{run_id}"
@@ -125,7 +130,7 @@ class BenchmarkJob(Construct):
                                 command=[
                                     "/bin/bash",
                                     "-c",
-                                    bench_script(config, bucket_name, run_id, extra_args or []),
+                                    bench_script(config, bucket_name, run_id, extra_args or [], lossless=lossless),
                                 ],
                                 env=[
                                     *job_code_env(config.region),
@@ -150,7 +155,9 @@ class BenchmarkJob(Construct):
         )
 
 
-def render_bench_job(config: DeploymentConfig, account: str, run_id: str, extra_args: list[str]) -> list[dict]:
+def render_bench_job(
+    config: DeploymentConfig, account: str, run_id: str, extra_args: list[str], *, lossless: bool = False
+) -> list[dict]:
     app = cdk8s.App()
     chart = cdk8s.Chart(app, "bench", namespace=config.namespace, disable_resource_name_hashes=True)
     BenchmarkJob(
@@ -160,5 +167,6 @@ def render_bench_job(config: DeploymentConfig, account: str, run_id: str, extra_
         bucket_name=config.models_bucket_name(account),
         run_id=run_id,
         extra_args=extra_args,
+        lossless=lossless,
     )
     return chart.to_json()

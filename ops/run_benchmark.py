@@ -2,10 +2,13 @@
 
     python -m ops.run_benchmark --account ACCOUNT_ID [--config ...] [-- BENCH RUN ARGS]   # print the Job YAML
     python -m ops.run_benchmark --apply [--config ...] [-- BENCH RUN ARGS]                # what `make bench` runs
+    python -m ops.run_benchmark --apply --lossless [--config ...]                         # `make bench-lossless`
 
 With --apply: apply the Job, stream its log, wait, then download the results file from
 s3://<bucket>/results/ into bench-results/ and write the Markdown report and plots next to it.
-Arguments after `--` go to `python -m bench run` (e.g. `-- --requests 16 --concurrency 4`).
+Arguments after `--` go to `python -m bench run` (e.g. `-- --requests 16 --concurrency 4`). --lossless runs the
+lossless check instead (`bench run --lossless`: batch size 1, both stop modes, nothing published to CloudWatch);
+its run id starts with `lossless-`.
 """
 
 from __future__ import annotations
@@ -24,18 +27,18 @@ from model_build.errors import BuildError
 from ops.kubectl import apply, aws_account, follow_job, run_or_print
 
 
-def new_run_id() -> str:
-    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+def new_run_id(lossless: bool = False) -> str:
+    return ("lossless-" if lossless else "") + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
-def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0) -> int:
+def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0, lossless: bool = False) -> int:
     import boto3  # lazily: rendering needs no AWS
     from botocore.exceptions import BotoCoreError, ClientError
 
     config = load_config(config_path)
     account = aws_account(config)
-    run_id = new_run_id()
-    objects = render_bench_job(config, account, run_id, extra_args)
+    run_id = new_run_id(lossless)
+    objects = render_bench_job(config, account, run_id, extra_args, lossless=lossless)
     job, ns = objects[0]["metadata"]["name"], config.namespace
     apply(ns, objects)
     if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):
@@ -68,11 +71,17 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--account", help="print the Job YAML for the bucket of this AWS account id")
     mode.add_argument("--apply", action="store_true", help="run the benchmark on the cluster and wait for it")
+    parser.add_argument(
+        "--lossless", action="store_true", help="the lossless check (batch size 1) instead of the benchmark"
+    )
     args = parser.parse_args(argv)
+    lossless = args.lossless
     return run_or_print(
         args.apply,
-        lambda: run_bench(args.config, extra),
-        lambda: render_bench_job(load_config(args.config), args.account, new_run_id(), extra),
+        lambda: run_bench(args.config, extra, lossless=lossless),
+        lambda: render_bench_job(
+            load_config(args.config), args.account, new_run_id(lossless), extra, lossless=lossless
+        ),
     )
 
 

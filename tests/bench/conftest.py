@@ -40,6 +40,7 @@ def fixture_text() -> Callable[[str], str]:
     return lambda name: (FIXTURES / name).read_text()
 
 
+DIVERGES_AT = 9
 BASELINE = Script(ttft_s=0.03, step_s=0.01, pattern=(1,), metrics="none")
 SPECULATIVE = Script(
     ttft_s=0.03,
@@ -47,6 +48,7 @@ SPECULATIVE = Script(
     pattern=(1, 4, 3, 4),
     prompt_patterns=(("meaning of life", (1, 1, 2, 1)), ("Shall I compare", (1, 2, 1, 1))),
     num_speculative_tokens=4,
+    diverge=(("Output valid JSON", DIVERGES_AT),),  # the json case's outputs differ from token 9 on
 )
 CASES = ("counting", "sonnet", "json", "meaning-of-life")  # in suite order
 MAX_TOKENS = 30
@@ -56,7 +58,8 @@ REQUESTS = 4
 @pytest.fixture(scope="session")
 def two_servers() -> Iterator[dict[str, str]]:
     """A baseline (one token per step, no spec metrics) and a speculative server (multi-token chunks, V1
-    counters) whose chunking depends on the prompt, so structured cases gain more than open-ended ones."""
+    counters) whose chunking depends on the prompt, so structured cases gain more than open-ended ones, and
+    whose output for the json case diverges from the baseline's at token DIVERGES_AT."""
     with loopback_server(BASELINE, 300) as base, loopback_server(SPECULATIVE, 300) as spec:
         yield {"baseline": base, "speculative": spec}
 

@@ -42,6 +42,9 @@ def test_request_asks_for_greedy_fixed_length_stream_with_usage() -> None:
     assert chat["stream"] and chat["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
     plain = request_body(Target("http://x", "m", "completions"), "hi", 5, continuous_usage=False)
     assert plain["prompt"] == "hi" and plain["stream_options"] == {"include_usage": True}
+    natural = request_body(Target("http://x", "m", "chat"), "hi", 600, stop="natural")
+    assert natural["max_tokens"] == 600 and "min_tokens" not in natural and "ignore_eos" not in natural
+    assert natural["temperature"] == 0.0
     assert Target("http://x/", "m", "completions").url == "http://x/v1/completions"
 
 
@@ -72,8 +75,11 @@ def test_tokens_per_chunk_follow_the_best_source(
         )
     )
     expected = script.chunk_sizes(23)
+    text, ids = script.output(23)
     for r in load.records:
         assert r.ok and r.token_source == source
+        assert r.output_text == text and len(r.chunk_texts) == len(expected)  # what the lossless check compares
+        assert r.output_token_ids == (ids if token_ids else None)
         assert len(r.chunk_tokens) == len(expected) and len(r.chunk_times_s) == len(expected)
         if source == "chunk_count":  # no usage: one per chunk, flagged
             assert r.usage_missing and r.output_tokens == len(expected)
@@ -84,6 +90,16 @@ def test_tokens_per_chunk_follow_the_best_source(
     # the text-share estimate is exact here because every token's text has the same length
     if source == "usage_text_share":
         assert load.records[0].chunk_tokens == expected
+
+
+def test_natural_stop_ends_at_end_of_sequence_and_is_not_a_short_output(serve: Serve) -> None:
+    url = serve(Script(eos_after=9, **FAST))
+    target = Target(url, "loopback-model", "chat")
+    for stop, tokens in (("fixed", 23), ("natural", 9)):
+        load = asyncio.run(run_load(target, "hi", requests=2, max_tokens=23, concurrency=2, stop=stop))  # type: ignore[arg-type]
+        assert [r.output_tokens for r in load.records] == [tokens, tokens]
+        summary = summarize(load.records, duration_s=load.duration_s, max_tokens=23, stop=stop)  # type: ignore[arg-type]
+        assert summary.short_outputs == 0 and summary.ok == 2
 
 
 def test_64_streams_of_multi_token_chunks_are_all_recorded_and_token_weighted(serve: Serve) -> None:

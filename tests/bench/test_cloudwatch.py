@@ -28,6 +28,7 @@ from bench.cloudwatch import (
 )
 from bench.results import BenchResults
 from config import DeploymentConfig
+from tests.bench.conftest import CASES
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -109,6 +110,13 @@ def test_series_from_results_are_token_weighted(bench_results: BenchResults) -> 
     assert ("AcceptanceRate", "speculative", "counting") in series
     assert ("AcceptanceRate", "baseline", "counting") not in series  # not exposed: nothing invented
     assert series[("RequestErrors", "baseline", "counting")].values == {0.0: 1.0}
+
+
+def test_natural_stop_runs_publish_beside_the_fixed_length_ones(bench_results: BenchResults) -> None:
+    both = bench_results.model_copy(deep=True)
+    both.runs += [r.model_copy(update={"stop": "natural"}) for r in bench_results.runs]
+    cases = {s.test_case for s in series_from_results(both) if s.name == "TTFT" and s.variant == "baseline"}
+    assert cases == {c for name in CASES for c in (name, f"{name}/natural")}
 
 
 def test_publish_to_moto_with_the_configured_namespace(

@@ -187,3 +187,20 @@ def test_the_baseline_comes_from_the_config_and_is_recorded_in_the_results(
     assert [s.variant for s in results.speedups()] == ["baseline"]
     assert "speedups are against `plain`" in format_table(results)
     assert main([*args, "--baseline", "nobody"]) == 2
+
+
+def test_lossless_mode_runs_at_batch_size_one_in_both_stop_modes_and_prints_the_comparison(
+    two_servers: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("- {name: json, prompt: 'Output valid JSON with fixed keys', kind: structured}\n")
+    out = tmp_path / "r.json"
+    args = ["run", "--lossless", "--suite", str(suite), "--max-tokens", "12", "--out", str(out)]
+    args += [f"--endpoint={name}={url}" for name, url in two_servers.items()]
+    assert main(args) == 0
+    s = load_results(out).settings
+    assert (s.concurrency, s.requests, s.warmup, s.stops) == (1, 8, 0, ["fixed", "natural"])
+    text = capsys.readouterr().out
+    assert "lossless check at temperature 0" in text
+    assert "speculative: 16 of 16 outputs diverge from baseline (100.0%)" in text
+    assert "request 0, token 9: baseline ' beta' vs ' zeta' (text)" in text

@@ -21,7 +21,11 @@ def test_report_writes_markdown_and_plots(bench_results: BenchResults, tmp_path:
     text = md.read_text()
     for case in CASES:
         assert f"| {case} | " in text
-    assert "| counting | structured | speculative |" in text
+    assert "| counting | structured | fixed | speculative |" in text
+    assert "### Lossless check" in text and "- `speculative`: 4 of 16 outputs diverge (25.0%)" in text
+    assert (
+        "| json | fixed | speculative | 0/4 | 100% | request 0, token 9: baseline ' beta' vs ' zeta' (text) |" in text
+    )
     assert "structured: geometric-mean TPOT speedup" in text and "open-ended: geometric-mean" in text
     assert "`baseline` acceptance: not exposed" in text
     assert "![speedup](speedup.png)" in text and "![latency](latency.png)" in text

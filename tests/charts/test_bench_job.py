@@ -56,3 +56,12 @@ def test_bench_run_command_parses_with_the_bench_cli(default_config):
     line = bench_script(default_config, "bucket", "run1", []).splitlines()[-1]
     args = build_parser().parse_args(shlex.split(line)[3:])
     assert args.command == "run" and len(args.endpoint) == len(default_config.profiles)
+
+
+def test_the_lossless_job_runs_the_check_and_publishes_nothing(default_config):
+    (obj,) = render_bench_job(default_config, "000000000000", "lossless-20261126-000000", [], lossless=True)
+    kubernetes_validate.validate(obj, f"{default_config.kubernetes_version}.0", strict=True)
+    assert obj["metadata"]["name"] == "bench-lossless-20261126-000000"
+    run = shlex.split(obj["spec"]["template"]["spec"]["containers"][0]["command"][2].splitlines()[-1])
+    assert "--lossless" in run and "--cloudwatch" not in run
+    assert "s3://trn-specdec-models-000000000000-us-east-2/results/lossless-20261126-000000.json" in run
