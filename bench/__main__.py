@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.results import (
     BenchResults,
@@ -17,6 +18,9 @@ from bench.results import (
     save_results,
 )
 from config import ConfigError
+
+if TYPE_CHECKING:
+    from bench.runner import Hardware
 
 LOSSLESS_REQUESTS = 8  # per test case and stop mode in --lossless: distinct prompts, batch size 1
 STOPS: dict[str, list[Stop]] = {"fixed": ["fixed"], "natural": ["natural"], "both": ["fixed", "natural"]}
@@ -42,6 +46,19 @@ def _k_by_profile(cfg: object | None) -> dict[str, int]:
         if k:
             out[p.name] = k
     return out
+
+
+def _hardware(cfg: object | None) -> Hardware | None:
+    """Devices each profile's service claims and the node price, for cost; None without a config."""
+    from bench.runner import Hardware
+
+    if cfg is None:
+        return None
+    return Hardware(
+        devices_by_variant={p.name: cfg.profile_devices(p) for p in cfg.profiles},  # type: ignore[attr-defined]
+        devices_per_node=cfg.trn2_nodes.instance.devices,  # type: ignore[attr-defined]
+        hourly_price_usd=cfg.trn2_nodes.hourly_price_usd,  # type: ignore[attr-defined]
+    )
 
 
 def _config_baseline(cfg: object | None, endpoint_names: list[str]) -> str | None:
@@ -116,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="Markdown table and PNG plots from results files")
     rep.add_argument("results", nargs="+")
     rep.add_argument("--out", default="bench-report", help="output folder")
+    rep.add_argument(
+        "--config",
+        help="a config whose trn2_nodes.hourly_price_usd prices the runs (default: the price each run recorded)",
+    )
 
     tune = sub.add_parser("tune", help="predict the best k from a results file (Leviathan et al. 2023 model)")
     tune.add_argument("results")
@@ -134,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from bench.cost import format_cost
     from bench.lossless import format_lossless
     from bench.prompts import SuiteError, load_suite
     from bench.runner import RunOptions, format_table, parse_endpoint, run_benchmark
@@ -191,6 +213,7 @@ def _run(args: argparse.Namespace) -> int:
                 options=options,
                 k_by_variant=_k_by_profile(cfg),
                 baseline=baseline,
+                hardware=_hardware(cfg),
                 resume=previous,
                 on_case=lambda partial: save_results(partial, out),
             )
@@ -203,6 +226,7 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     save_results(results, out)
     print(format_table(results))
+    print("\n" + format_cost(results))
     if len(results.variants) > 1:
         print("\n" + format_lossless(results))
     print(f"\nresults: {out}")
@@ -283,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             from bench.report import write_report
 
-            for path in write_report(args.results, args.out):
+            cfg = _config(args.config) if args.config else None
+            price = cfg.trn2_nodes.hourly_price_usd if cfg is not None else None  # type: ignore[attr-defined]
+            for path in write_report(args.results, args.out, price=price):
                 print(path)
             return 0
         if args.command == "tune":

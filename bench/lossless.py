@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bench import table
 from bench.results import BenchResults, RequestRecord, Stop
 
 _EXCERPT = 24  # characters of text shown for each side of a text divergence
@@ -149,9 +150,7 @@ def format_lossless(results: BenchResults) -> str:
     if not checks:
         return "lossless check: no speculative run with a baseline run of the same test case to compare"
     header, body = rows(checks)
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *body]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = table.text(header, body)
     lines.insert(0, f"lossless check at temperature 0, each output against `{results.baseline}`'s for the same prompt:")
     for variant, (diverged, compared) in overall(checks).items():
         rate = f"{diverged / compared:.1%}" if compared else "-"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import lossless
+from bench import cost, lossless, table
 from bench.results import BenchResults, CaseRun, Speedup, load_results
 from bench.runner import summary_rows
 
@@ -40,11 +40,6 @@ def _name(source: Source, variant: str, many: bool) -> str:
     return f"{source.label}/{variant}" if many else variant
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return lines + ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
-
-
 def _geomean(xs: Sequence[float]) -> float | None:
     xs = [x for x in xs if x and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
@@ -54,7 +49,8 @@ def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
     return "-" if x is None else f"{x:{spec}}{suffix}"
 
 
-def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
+def markdown(sources: Sequence[Source], images: Sequence[str] = (), price: float | None = None) -> str:
+    """`price`: USD per node-hour, overriding the one each results file recorded (None: keep theirs)."""
     out = ["# Speculative decoding benchmark", ""]
     for src in sources:
         r = src.results
@@ -69,7 +65,7 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
             "",
             "Variants: " + ", ".join(f"`{v.name}` ({v.model} at {v.base_url})" for v in r.variants),
             "",
-            *_md_table(*summary_rows(r)),
+            *table.markdown(*summary_rows(r)),
             "",
         ]
         speedups = r.speedups()
@@ -105,7 +101,7 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
                 "accept",
                 "accept len",
             ]
-            out += [*_md_table(header, rows), ""]
+            out += [*table.markdown(header, rows), ""]
             out += [
                 "accept: vLLM's accepted / drafted tokens. accept len: tokens per target step from /metrics, or "
                 "(client) tokens per streamed chunk when the server exposes no acceptance (legacy fused path).",
@@ -116,11 +112,20 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = ()) -> str:
                 out.append(f"- {kind}: geometric-mean TPOT speedup {_fmt(g, suffix='x')}")
             out.append("")
         out += _lossless_section(r)
+        out += _cost_section(r, price)
         notes = _notes(r.runs)
         if notes:
             out += ["### Notes", "", *[f"- {n}" for n in notes], ""]
     out += [f"![{Path(i).stem}]({i})" for i in images]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _cost_section(results: BenchResults, price: float | None) -> list[str]:
+    header, rows, notes = cost.cost_rows(results, price)
+    lines = ["### Cost", ""]
+    if rows:
+        lines += [*table.markdown(header, rows), ""]
+    return [*lines, *[f"- {n}" for n in notes], ""]
 
 
 def _lossless_section(results: BenchResults) -> list[str]:
@@ -134,7 +139,7 @@ def _lossless_section(results: BenchResults) -> list[str]:
         "read the rate, and run `bench run --lossless` (batch size 1) to separate it from batching.",
         "",
     ]
-    lines += [*_md_table(*lossless.rows(checks)), ""]
+    lines += [*table.markdown(*lossless.rows(checks)), ""]
     for variant, (diverged, compared) in lossless.overall(checks).items():
         rate = f"{diverged / compared:.1%}" if compared else "-"
         lines.append(f"- `{variant}`: {diverged} of {compared} outputs diverge ({rate})")
@@ -305,13 +310,13 @@ def plot_speedup(sources: Sequence[Source], path: Path) -> Path:
     return path
 
 
-def write_report(paths: Sequence[str | Path], out_dir: str | Path) -> list[Path]:
-    """report.md, latency.png and speedup.png in out_dir."""
+def write_report(paths: Sequence[str | Path], out_dir: str | Path, price: float | None = None) -> list[Path]:
+    """report.md, latency.png and speedup.png in out_dir; `price` as in `markdown`."""
     sources = load_many(paths)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     latency = plot_latency(sources, out / "latency.png")
     speedup = plot_speedup(sources, out / "speedup.png")
     md = out / "report.md"
-    md.write_text(markdown(sources, images=[speedup.name, latency.name]))
+    md.write_text(markdown(sources, images=[speedup.name, latency.name], price=price))
     return [md, latency, speedup]

@@ -239,6 +239,8 @@ class VariantInfo(_Model):
     base_url: str
     model: str
     num_speculative_tokens: int | None = Field(default=None, description="k, from the config's profile, if known.")
+    devices: int | None = Field(default=None, description="Neuron devices its service claims (all replicas), if known.")
+    devices_per_node: int | None = Field(default=None, description="Neuron devices on one Trainium node, if known.")
 
 
 class CaseRun(_Model):
@@ -299,6 +301,9 @@ class BenchResults(_Model):
     variants: list[VariantInfo]
     baseline_variant: str | None = Field(
         default=None, description="The variant speedups are against, chosen at run time (config `baseline`)."
+    )
+    node_hourly_price_usd: float | None = Field(
+        default=None, description="The config's trn2_nodes.hourly_price_usd at run time; None: no cost shown."
     )
     runs: list[CaseRun]
 

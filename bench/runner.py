@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 import aiohttp
 
+from bench import table
 from bench.client import Target, discover_model, make_session, run_load
 from bench.prompts import TestCase, variations
 from bench.results import BenchResults, CaseRun, RunSettings, Stop, VariantInfo, error_reasons, summarize
@@ -43,6 +44,16 @@ def parse_endpoint(text: str) -> Endpoint:
 
 
 @dataclass(frozen=True)
+class Hardware:
+    """What the config says each variant's service runs on, for cost: devices claimed per profile name, devices
+    per node, and the node price (None: not set)."""
+
+    devices_by_variant: dict[str, int]
+    devices_per_node: int
+    hourly_price_usd: float | None = None
+
+
+@dataclass(frozen=True)
 class RunOptions:
     request_timeout_s: float = 600.0
     max_duration_s: float | None = 1800.0
@@ -57,6 +68,7 @@ async def run_benchmark(
     options: RunOptions = RunOptions(),
     k_by_variant: dict[str, int] | None = None,
     baseline: str | None = None,
+    hardware: Hardware | None = None,
     resume: BenchResults | None = None,
     on_case: Callable[[BenchResults], None] = lambda _: None,
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
@@ -84,9 +96,14 @@ async def run_benchmark(
                 base_url=e.url,
                 model=targets[e.name].model,
                 num_speculative_tokens=(k_by_variant or {}).get(e.name),
+                devices=hardware.devices_by_variant.get(e.name) if hardware else None,
+                devices_per_node=hardware.devices_per_node
+                if hardware and e.name in hardware.devices_by_variant
+                else None,
             )
             for e in endpoints
         ]
+        price = hardware.hourly_price_usd if hardware else None
         runs = _resumable_runs(resume, settings, variants, baseline)
         done_keys = {(r.variant, r.test_case, r.stop) for r in runs}
         for index, case in enumerate(cases):
@@ -114,16 +131,23 @@ async def run_benchmark(
                         + (f" ({why})" if why else "")
                     )
                 runs += done
-                on_case(_results(settings, variants, baseline, runs))
+                on_case(_results(settings, variants, baseline, runs, price))
     finally:
         for s in sessions.values():
             await s.close()
-    return _results(settings, variants, baseline, runs)
+    return _results(settings, variants, baseline, runs, price)
 
 
-def _results(settings: RunSettings, variants: list[VariantInfo], baseline: str, runs: list[CaseRun]) -> BenchResults:
+def _results(
+    settings: RunSettings, variants: list[VariantInfo], baseline: str, runs: list[CaseRun], price: float | None
+) -> BenchResults:
     return BenchResults(
-        created_at=datetime.now(UTC), settings=settings, variants=variants, baseline_variant=baseline, runs=runs
+        created_at=datetime.now(UTC),
+        settings=settings,
+        variants=variants,
+        baseline_variant=baseline,
+        node_hourly_price_usd=price,
+        runs=runs,
     )
 
 
@@ -244,9 +268,7 @@ def summary_rows(results: BenchResults) -> tuple[list[str], list[list[str]]]:
 
 def format_table(results: BenchResults) -> str:
     header, rows = summary_rows(results)
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines = table.text(header, rows)
     notes = sorted({f"{r.variant}: {r.spec_decode.note}" for r in results.runs if r.spec_decode.note})
     baseline = f"speedups are against `{results.baseline}` (p50 TPOT and p50 end-to-end latency)"
     return "\n".join([*lines, "", baseline, *notes])

@@ -297,6 +297,13 @@ class Trn2NodeGroupConfig(_Strict):
         default=16000, ge=3000, le=80000, description="Root volume gp3 IOPS: compile and staging write tens of GB."
     )
     disk_throughput_mibps: int = Field(default=1000, ge=125, le=2000, description="Root volume gp3 throughput, MiB/s.")
+    hourly_price_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=1000,
+        description="What one node costs per hour in USD (your region's on-demand or Capacity Block rate): bench "
+        "and the dashboard turn it into cost per 1M output tokens. None: no cost shown (README, Costs).",
+    )
     ami_release_version: str | None = Field(
         default=None,
         description="EKS AMI release (<k8s x.y.z>-<yyyymmdd>); must be >= 1.34.2 for DRA (1.34.0/1.34.1 have a DRA bug).",
@@ -499,7 +506,7 @@ class DeploymentConfig(_Strict):
                     f"{where}.devices={pl.devices} exceeds the {inst.devices} devices of "
                     f"{self.trn2_nodes.instance_type}; use at most {inst.devices}"
                 )
-        needed = sum(p.placement.devices * p.replicas for p in self.profiles)
+        needed = sum(self.profile_devices(p) for p in self.profiles)
         offered = inst.devices * self.trn2_nodes.max_size
         if needed > offered:
             problems.append(
@@ -604,6 +611,10 @@ class DeploymentConfig(_Strict):
         if self.baseline is not None:
             return self.profile(self.baseline)
         return next((p for p in self.profiles if not p.speculative), self.profiles[0])
+
+    def profile_devices(self, profile: ServingProfile) -> int:
+        """Neuron devices the profile's service claims, all replicas."""
+        return profile.placement.devices * profile.replicas
 
     def profile(self, name: str) -> ServingProfile:
         for p in self.profiles:

@@ -7,6 +7,7 @@ from aws_cdk import Stack
 from constructs import Construct
 
 from bench.prompts import DEFAULT_SUITE
+from config.cost import hourly_cost_usd
 from config.schema import DeploymentConfig
 from stacks.constructs.benchmark_dashboard import BenchmarkDashboard
 from stacks.constructs.serving_alarms import ServingAlarms
@@ -15,6 +16,13 @@ from stacks.constructs.serving_alarms import ServingAlarms
 class ObservabilityStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        price = config.trn2_nodes.hourly_price_usd
+        per_node = config.trn2_nodes.instance.devices
+        hourly = (
+            {p.name: hourly_cost_usd(price, config.profile_devices(p), per_node) for p in config.profiles}
+            if price is not None
+            else None
+        )
         self.dashboard = BenchmarkDashboard(
             self,
             "Benchmark",
@@ -25,6 +33,7 @@ class ObservabilityStack(Stack):
             baseline=config.baseline_profile.name,
             variants=[p.name for p in config.profiles],
             test_cases=[(c.name, c.kind) for c in DEFAULT_SUITE],
+            hourly_cost_usd=hourly,
         )
         self.alarms = ServingAlarms(
             self,

@@ -50,9 +50,11 @@ def variant_config_dict() -> dict[str, Any]:
 
 
 def readme_spec_k5_config_dict() -> dict[str, Any]:
-    """The README's tuning example: a third profile with k=5, and a second node for its devices."""
+    """The README's tuning example: a third profile with k=5, and a second node for its devices; with a node
+    price (a made-up round one: only the arithmetic is tested), so the dashboard shows cost."""
     data = default_config_dict()
     data["trn2_nodes"]["max_size"] = 2
+    data["trn2_nodes"]["hourly_price_usd"] = 40.0
     data["profiles"].append(
         {"name": "spec-k5", "decoding": {"method": "fused-draft", "draft": "qwen3-1-7b", "num_speculative_tokens": 5}}
     )

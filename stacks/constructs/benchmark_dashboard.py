@@ -6,6 +6,8 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from constructs import Construct
 
+from config.cost import NO_PRICE, per_million_tokens_factor
+
 # Metric names as bench/cloudwatch.py writes them: raw values (CloudWatch computes the percentiles).
 from config.metrics import E2E, ITL, RUN_THROUGHPUT, TEST_CASE, TTFT, VARIANT
 
@@ -35,7 +37,10 @@ class BenchmarkDashboard(Construct):
         baseline: str,
         variants: list[str],
         test_cases: list[tuple[str, str]],
+        hourly_cost_usd: dict[str, float] | None = None,
     ) -> None:
+        """`hourly_cost_usd`: each variant's share of the node price (config/cost.py); None: a note instead of
+        the cost graphs."""
         super().__init__(scope, construct_id)
         self.dashboard = cw.Dashboard(
             self, "Dashboard", dashboard_name=dashboard_name, default_interval=Duration.days(1)
@@ -52,6 +57,7 @@ class BenchmarkDashboard(Construct):
             *self._serving_widgets(cluster_name=cluster_name, k8s_namespace=k8s_namespace, services=variants),
         )
         others = [v for v in variants if v != baseline]
+        self.dashboard.add_widgets(*self._cost_widgets(namespace, variants, test_cases, hourly_cost_usd))
 
         def metric(name: str, variant: str, case: str, stat: str) -> cw.Metric:
             return cw.Metric(
@@ -91,6 +97,45 @@ class BenchmarkDashboard(Construct):
                     left=[metric(RUN_THROUGHPUT, v, case, "Average") for v in variants],
                 ),
             )
+
+    @staticmethod
+    def _cost_widgets(
+        namespace: str, variants: list[str], test_cases: list[tuple[str, str]], hourly: dict[str, float] | None
+    ) -> list[cw.IWidget]:
+        """Per variant, USD per 1M output tokens for each test case: metric math on the run throughput,
+        factor / tok/s with factor = USD/h x 1e6 / 3600 (one id per metric in each graph)."""
+        if hourly is None:
+            return [
+                cw.TextWidget(
+                    markdown=f"**Cost per 1M output tokens**: {NO_PRICE} (USD per node-hour, in the config).",
+                    width=24,
+                    height=1,
+                )
+            ]
+        width = max(6, 24 // len(variants))
+        widgets: list[cw.IWidget] = []
+        for v in variants:
+            factor = per_million_tokens_factor(hourly[v])
+            series = [
+                cw.MathExpression(
+                    expression=f"{factor:.6g} / tput{i}",
+                    using_metrics={
+                        f"tput{i}": cw.Metric(
+                            namespace=namespace,
+                            metric_name=RUN_THROUGHPUT,
+                            dimensions_map={VARIANT: v, TEST_CASE: case},
+                            statistic="Average",
+                            period=PERIOD,
+                        )
+                    },
+                    label=case,
+                    period=PERIOD,
+                )
+                for i, (case, _) in enumerate(test_cases, start=1)
+            ]
+            title = f"{v}: USD per 1M output tokens at {hourly[v]:.2f} USD/h"
+            widgets.append(cw.GraphWidget(title=title, width=width, left=series))
+        return widgets
 
     @staticmethod
     def _serving_widgets(*, cluster_name: str, k8s_namespace: str, services: list[str]) -> list[cw.IWidget]:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from bench.__main__ import main
+from bench.cost import costs
 from bench.loopback_server import Script
 from bench.results import BenchResults, load_results, save_results
 from bench.runner import format_table
@@ -204,3 +205,35 @@ def test_lossless_mode_runs_at_batch_size_one_in_both_stop_modes_and_prints_the_
     assert "lossless check at temperature 0" in text
     assert "speculative: 16 of 16 outputs diverge from baseline (100.0%)" in text
     assert "request 0, token 9: baseline ' beta' vs ' zeta' (text)" in text
+
+
+def test_cost_comes_from_the_configured_price_and_each_profiles_share_of_the_node(
+    two_servers: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two 8-device profiles on a 16-device trn2.48xlarge at 40 USD/h: each pays 20 USD/h; the report of a run
+    without a price says how to get one, and `report --config` prices it afterwards."""
+    data = default_config_dict()
+    data["trn2_nodes"]["hourly_price_usd"] = 40.0
+    (tmp_path / "priced.yaml").write_text(yaml.safe_dump(data))
+    suite = tmp_path / "s.yaml"
+    suite.write_text("- {name: one, prompt: 'Shall I compare', kind: open-ended}\n")
+    out = tmp_path / "r.json"
+    args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "8", "--out", str(out)]
+    args += [f"--endpoint={name}={url}" for name, url in two_servers.items()]
+    assert main([*args, "--config", str(tmp_path / "priced.yaml")]) == 0
+    assert "USD per 1M out tok" in capsys.readouterr().out
+    results = load_results(out)
+    assert results.node_hourly_price_usd == 40.0
+    assert [(v.devices, v.devices_per_node) for v in results.variants] == [(8, 16), (8, 16)]
+    for c, run in zip(costs(results), results.runs, strict=True):
+        assert c.hourly_usd == 20.0
+        assert c.per_million_usd == pytest.approx(20.0 / 3600 / run.summary.output_tok_s * 1e6)
+        assert c.per_request_usd == pytest.approx(20.0 * run.duration_s / 3600 / 2)
+
+    unpriced = results.model_copy(update={"node_hourly_price_usd": None})
+    save_results(unpriced, out)
+    assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
+    assert "set trn2_nodes.hourly_price_usd to see cost" in (tmp_path / "rep" / "report.md").read_text()
+    assert main(["report", str(out), "--out", str(tmp_path / "rep"), "--config", str(tmp_path / "priced.yaml")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| one | fixed | speculative | 20.00 |" in md and "cost at 40.00 USD per node-hour" in md

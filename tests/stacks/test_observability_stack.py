@@ -36,8 +36,41 @@ def test_every_test_case_has_itl_for_each_variant_and_a_speedup(synth):
                 for m in metrics
             ), (case.name, profile.name)
     expressions = [m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]]
-    speedups = [e for e in expressions if "/" in e and "SEARCH" not in e]
+    speedups = [e for e in expressions if e.startswith("base /")]
     assert len(speedups) == len(DEFAULT_SUITE) * (len(synth.config.profiles) - 1)
+
+
+def test_without_a_node_price_the_dashboard_says_how_to_see_cost(synth):
+    body = _body(synth)
+    texts = [w["properties"]["markdown"] for w in body["widgets"] if w["type"] == "text"]
+    assert any("set trn2_nodes.hourly_price_usd to see cost" in t for t in texts)
+    assert not [w for w in body["widgets"] if "USD" in w.get("properties", {}).get("title", "")]
+
+
+def test_with_a_node_price_each_variant_has_cost_per_million_tokens_from_its_throughput(three_profile_synths):
+    """40 USD per node-hour, each of three profiles claiming 8 of a node's 16 devices: 20 USD/h each, so USD per
+    1M output tokens = 20e6 / 3600 / (tok/s) = 5555.56 / RunOutputThroughput, for every test case."""
+    priced = three_profile_synths["readme-spec-k5"]
+    config = priced.config
+    body = _body(priced)
+    cost = {
+        w["properties"]["title"]: w["properties"]["metrics"]
+        for w in body["widgets"]
+        if "USD" in w.get("properties", {}).get("title", "")
+    }
+    assert sorted(cost) == sorted(f"{p.name}: USD per 1M output tokens at 20.00 USD/h" for p in config.profiles)
+    for title, metrics in cost.items():
+        variant = title.split(":")[0]
+        expressions = [m[0] for m in metrics if isinstance(m[0], dict)]
+        assert [e["expression"] for e in expressions] == [
+            f"5555.56 / tput{i}" for i in range(1, len(DEFAULT_SUITE) + 1)
+        ]
+        assert [e["label"] for e in expressions] == [c.name for c in DEFAULT_SUITE]
+        inputs = [m for m in metrics if not isinstance(m[0], dict)]
+        namespace = config.observability.metrics_namespace
+        for i, (m, case) in enumerate(zip(inputs, DEFAULT_SUITE, strict=True), start=1):
+            assert m[:2] == [namespace, "RunOutputThroughput"] and m[-1]["id"] == f"tput{i}"
+            assert {"Variant": variant, "TestCase": case.name} == dict(zip(m[2:6:2], m[3:6:2], strict=True))
 
 
 def test_dashboard_has_no_neuron_monitor_series_under_dra(synth):
