@@ -77,15 +77,15 @@ def fit_cases(
 ) -> list[CaseFit]:
     """One fit per speculative run with a known k. `c` None: each run's measured c, else DEFAULT_COST_RATIO."""
     fits: list[CaseFit] = []
-    speedups = {(s.variant, s.test_case): s for s in results.speedups()}
+    speedups = {(s.variant, s.test_case, s.stop): s for s in results.speedups()}
     k_recorded = {v.name: v.num_speculative_tokens for v in results.variants if v.num_speculative_tokens}
     for run in results.runs:
         k = k_recorded.get(run.variant) or k_by_variant.get(run.variant)
         if run.variant == results.baseline or not k:
             continue
-        c_measured = measured_cost_ratio(run, results.run(results.baseline, run.test_case), k)
+        c_measured = measured_cost_ratio(run, results.run(results.baseline, run.test_case, run.stop), k)
         c_used = c if c is not None else (c_measured if c_measured is not None else DEFAULT_COST_RATIO)
-        s = speedups.get((run.variant, run.test_case))
+        s = speedups.get((run.variant, run.test_case, run.stop))
         fitted = None
         if s is not None and s.tpot is not None:
             fitted = fit_alpha(s.tpot, k, c_measured if c_measured is not None else c_used)
@@ -97,9 +97,8 @@ def fit_cases(
         else:
             continue
         predicted = {kk: expected_speedup(alpha, kk, c_used) for kk in K_RANGE}
-        fits.append(
-            CaseFit(run.variant, run.test_case, run.kind, k, alpha, source, predicted, c_used, c_measured, fitted)
-        )
+        case = run.test_case if run.stop == "fixed" else f"{run.test_case}/natural"  # each against its own stop
+        fits.append(CaseFit(run.variant, case, run.kind, k, alpha, source, predicted, c_used, c_measured, fitted))
     return fits
 
 

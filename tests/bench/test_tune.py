@@ -49,6 +49,36 @@ def test_tune_reads_a_real_benchmark_run(bench_results: BenchResults):
     assert "recommended k (all):" in text
 
 
+def test_natural_stop_runs_are_fitted_against_the_baselines_natural_stop_run(bench_results: BenchResults):
+    """A natural-stop copy of every run, every variant 1.5 times slower: fitted against the baseline's
+    natural-stop run it gives the same c and fitted alpha as the fixed-length run; against the fixed-length
+    baseline it would not. Labelled, and the fixed fits are left alone."""
+    both = bench_results.model_copy(deep=True)
+    for run in bench_results.runs:
+        slow = 1.5
+        records = [
+            r.model_copy(
+                update={
+                    "chunk_times_s": [t * slow for t in r.chunk_times_s],
+                    "e2e_s": (r.e2e_s or 0) * slow,
+                    "ttft_s": (r.ttft_s or 0) * slow,
+                }
+            )
+            for r in run.records
+        ]
+        natural = run.model_copy(update={"stop": "natural", "records": records})
+        natural.summary = summarize(records, duration_s=run.duration_s, max_tokens=30, stop="natural")
+        both.runs.append(natural)
+    fixed = {f.test_case: f for f in fit_cases(bench_results, {"speculative": 7}, c=None)}
+    fits = {f.test_case: f for f in fit_cases(both, {"speculative": 7}, c=None)}
+    assert sorted(fits) == sorted([*fixed, *(f"{c}/natural" for c in fixed)])
+    for case, f in fixed.items():
+        assert fits[case] == f
+        natural = fits[f"{case}/natural"]
+        assert natural.c_measured == pytest.approx(f.c_measured, abs=1e-9)
+        assert natural.alpha_fitted == pytest.approx(f.alpha_fitted, abs=1e-3)
+
+
 def test_tune_without_a_k_for_the_variant_has_nothing_to_say(bench_results: BenchResults):
     assert fit_cases(bench_results, {}) == []
     assert "nothing to tune" in format_tuning([])
