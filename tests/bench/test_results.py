@@ -138,3 +138,23 @@ def test_the_recorded_baseline_wins_over_names(bench_results: BenchResults) -> N
     assert chosen.baseline == "speculative" and {s.variant for s in chosen.speedups()} == {"baseline"}
     with pytest.raises(ValueError, match="baseline_variant='ghost' is not among variants"):
         BenchResults.model_validate({**json.loads(bench_results.model_dump_json()), "baseline_variant": "ghost"})
+
+
+def test_a_file_from_before_stop_modes_outputs_and_prices_still_loads(bench_results: BenchResults, tmp_path) -> None:
+    from bench.cost import costs
+    from bench.lossless import check
+
+    data = json.loads(bench_results.model_dump_json())
+    data.pop("node_hourly_price_usd")
+    data["settings"].pop("stops")
+    for v in data["variants"]:
+        v.pop("devices"), v.pop("devices_per_node")
+    for run in data["runs"]:
+        run.pop("stop")
+        for r in run["records"]:
+            r.pop("chunk_texts"), r.pop("output_token_ids")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    results = load_results(old)
+    assert {r.stop for r in results.runs} == {"fixed"} and results.settings.stops == ["fixed"]
+    assert all(c.compared == 0 for c in check(results)) and costs(results, price=40.0) == []
