@@ -66,7 +66,7 @@ def cost_rows(results: BenchResults, price: float | None = None) -> tuple[list[s
             f"{c.hourly_usd:.2f}",
             f"{c.output_tok_s:.1f}",
             _usd(c.per_million_usd),
-            _usd(c.per_request_usd, ".4f"),
+            _usd(c.per_request_usd, ".6f"),
         ]
         for c in costs(results, price)
     ]

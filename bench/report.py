@@ -107,9 +107,12 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = (), price: float
                 "(client) tokens per streamed chunk when the server exposes no acceptance (legacy fused path).",
                 "",
             ]
-            for kind in ("structured", "open-ended"):
-                g = _geomean([sp.tpot for sp in speedups if sp.kind == kind and sp.tpot])
-                out.append(f"- {kind}: geometric-mean TPOT speedup {_fmt(g, suffix='x')}")
+            stops = list(dict.fromkeys(sp.stop for sp in speedups))
+            for stop in stops:
+                for kind in ("structured", "open-ended"):
+                    g = _geomean([sp.tpot for sp in speedups if sp.kind == kind and sp.stop == stop and sp.tpot])
+                    label = kind if stops == ["fixed"] else f"{kind}, {stop} stop"
+                    out.append(f"- {label}: geometric-mean TPOT speedup {_fmt(g, suffix='x')}")
             out.append("")
         out += _lossless_section(r)
         out += _cost_section(r, price)

@@ -61,3 +61,14 @@ def test_acceptance_length_falls_back_to_tokens_per_chunk_labelled_client(bench_
 
 def load_many_from(results: BenchResults) -> list[Source]:
     return [Source("run", results)]
+
+
+def test_natural_stop_rows_and_means_sit_beside_the_fixed_length_ones(bench_results: BenchResults) -> None:
+    both = bench_results.model_copy(deep=True)
+    both.runs += [r.model_copy(update={"stop": "natural"}) for r in bench_results.runs]
+    text = markdown(load_many_from(both))
+    assert "| counting | structured | natural | speculative |" in text
+    fixed = [line for line in text.splitlines() if "geometric-mean" in line and "fixed stop" in line]
+    natural = [line for line in text.splitlines() if "geometric-mean" in line and "natural stop" in line]
+    assert len(fixed) == len(natural) == 2
+    assert [line.split("speedup")[1] for line in fixed] == [line.split("speedup")[1] for line in natural]
