@@ -35,6 +35,7 @@ MIN_DRIVER = (2, 31, 7, 0)
 # Where serving keeps the cache: an emptyDir on the node's disk, as AWS's DRA sample does
 # (aws-neuron-eks-samples disagg_serve_vllm: VLLM_CACHE_ROOT=/cache/vllm-cache on an emptyDir).
 CACHE_ROOT = "/cache/vllm-cache"
+CACHE_GIB = 200  # node-local emptyDir for the copied cache (AWS's sample sizes its /cache at 200Gi)
 COMPILE_CACHE_SUBDIR = "neuron/compile_cache"
 
 # DFlash on Neuron (vllm-project/vllm-neuron vllm_neuron/vllm/spec_decode/dflash.py, DFlashProposer.__init__,
@@ -83,6 +84,12 @@ def neuron_args(profile: Any) -> list[str]:
         # dflash.py refuses chunked prefill; the plugin's DFlash launch scripts also pass the hybrid-KV switch.
         args += ["--no-enable-chunked-prefill", "--disable-hybrid-kv-cache-manager"]
     return args
+
+
+def graph_args(profile: Any) -> list[str]:
+    """The flags of this stack that shape the compiled graphs (part of the artifact digest); TP, lengths, batch,
+    dtype, draft and k are digest inputs of their own."""
+    return neuron_args(profile)
 
 
 def max_num_batched_tokens(profile: Any) -> int:

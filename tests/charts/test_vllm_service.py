@@ -298,3 +298,42 @@ def test_a_third_profile_adds_a_third_service_without_code_changes():
     assert set(of_kind(objects, "Service")) == {"baseline", "speculative", "spec-k5"}
     digests = {profile_digest(config, p) for p in config.profiles}
     assert len(digests) == 3
+
+
+def test_the_vllm_neuron_example_serves_eagle3_from_a_local_cache_that_must_hit(plugin_config):
+    """make synth CONFIG=config/vllm-neuron.yaml: the 0.29 image, "method":"eagle3" with a local draft path, the
+    compile cache copied from the mount to node-local disk after the check, and a cache miss fatal."""
+    objects = render_serving(plugin_config, TEST_BUCKET)
+    for obj in objects:
+        kubernetes_validate.validate(obj, k8s_version(plugin_config), strict=True)
+    deployments = of_kind(objects, "Deployment")
+    assert set(deployments) == {"baseline", "eagle3"}
+    for deployment in deployments.values():
+        pod = deployment["spec"]["template"]["spec"]
+        (vllm,) = pod["containers"]
+        (verify,) = pod["initContainers"]
+        assert vllm["image"].endswith(":0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04")
+        env = {e["name"]: e["value"] for e in vllm["env"]}
+        assert env["VLLM_CACHE_ROOT"] == "/cache/vllm-cache"
+        assert env["VLLM_NEURON_DISABLE_WARMUP_COMPILE"] == "1"
+        assert env["NEURON_LIBTORCH_DISABLE_GRAPH_CAPTURE_BACKEND"] == "1"
+        assert "NEURON_COMPILED_ARTIFACTS" not in env and "VLLM_USE_V1" not in env
+        assert verify["command"][-2:] == ["--copy-to", "/cache/vllm-cache"]
+        for container in (vllm, verify):
+            assert {"name": "vllm-cache", "mountPath": "/cache/vllm-cache"} in container["volumeMounts"]
+        (cache,) = [v for v in pod["volumes"] if v["name"] == "vllm-cache"]
+        assert cache["emptyDir"] == {"sizeLimit": "200Gi"}
+    args = deployments["eagle3"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    spec = json.loads(args[args.index("--speculative-config") + 1])
+    assert spec["method"] == "eagle3" and spec["num_speculative_tokens"] == 3
+    assert (
+        spec["model"]
+        == "/models/checkpoints/RedHatAI/Qwen3-32B-speculator.eagle3/dc84fe7ff1db31efa824776f49c141fc8195eb47"
+    )
+
+
+def test_legacy_services_keep_reading_their_artifact_from_the_mount(serving_objects):
+    for deployment in of_kind(serving_objects, "Deployment").values():
+        pod = deployment["spec"]["template"]["spec"]
+        assert "--copy-to" not in pod["initContainers"][0]["command"]
+        assert all(v["name"] != "vllm-cache" for v in pod["volumes"])
