@@ -17,10 +17,11 @@ from typing import TextIO
 
 from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, load_config
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from model_build.artifact import artifact_plan
 from model_build.aws_account import caller_account
-from model_build.compile_cache import CachePlan, cache_plan
+from model_build.compile_cache import CachePlan
 from model_build.errors import BuildError, build_command
-from model_build.plan import DEFAULT_MODELS_ROOT, BuildPlan, build_plan
+from model_build.plan import DEFAULT_MODELS_ROOT, BuildPlan
 from model_build.progress import DEFAULT_LOG_INTERVAL_S
 from model_build.transfer import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB, S3Store, TransferSettings, make_s3_client
 
@@ -138,15 +139,7 @@ class Context:
             profile = self.config.profile(self.args.profile)
         except KeyError as err:
             raise BuildError(str(err.args[0])) from None
-        if profile.image.stack != "legacy-v0":
-            return cache_plan(
-                self.config,
-                profile,
-                models_root=self.args.models_root,
-                out_dir=out_dir,
-                bucket=bucket or self.args.bucket,
-            )
-        return build_plan(
+        return artifact_plan(
             self.config, profile, models_root=self.args.models_root, out_dir=out_dir, bucket=bucket or self.args.bucket
         )
 
