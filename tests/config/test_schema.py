@@ -288,6 +288,7 @@ def test_the_vllm_neuron_example_serves_eagle3_on_the_plugin_image_at_tp_16():
     assert (spec.placement.devices, spec.placement.tensor_parallel_size) == (4, 16)
     draft = config.models[spec.decoding.draft]
     assert draft.hf_id == "RedHatAI/Qwen3-32B-speculator.eagle3" and spec.decoding.num_speculative_tokens == 3
+    assert config.baseline_profile.name == "baseline"  # the speculative profile's baseline is on its own stack
 
 
 def test_dflash_at_tp_4_or_8_in_bf16_is_accepted():
