@@ -14,6 +14,7 @@ and speculative profiles the same way keeps their caches comparable.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from config.bucket_layout import artifact_prefix
+from config.bucket_layout import artifact_prefix, checkpoint_prefix
 from config.schema import DeploymentConfig, ServingProfile
 from model_build import check_mounted
 from model_build.compile import builder_versions, write_build_record
@@ -118,6 +119,28 @@ def _check_argv(plan: CachePlan, argv: list[str]) -> None:
         )
 
 
+def check_drafter(plan: CachePlan, models_root: Path) -> None:
+    """DFlash: refuse a drafter the plugin would refuse at start (k, hidden size, vocabulary, target layers),
+    reading the staged checkpoints' config.json before the build takes the Trainium node."""
+    inputs = plan.inputs
+    if inputs["decoding"] != "dflash":
+        return
+    paths = {
+        role: models_root / checkpoint_prefix(inputs[role]["hf_id"], inputs[role]["revision"]) / "config.json"
+        for role in ("target", "draft")
+    }
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise BuildError(f"cannot read {', '.join(missing)}: stage the checkpoints first (make stage)")
+    target, drafter = (json.loads(paths[role].read_text()) for role in ("target", "draft"))
+    problems = vllm_neuron.dflash_drafter_problems(target, drafter, inputs["num_speculative_tokens"])
+    if problems:
+        raise BuildError(
+            f"profile {plan.profile}: DFlash drafter {inputs['draft']['hf_id']} does not fit:\n"
+            + "\n".join(f"  - {p}" for p in problems)
+        )
+
+
 def build_cache(
     plan: CachePlan,
     argv: list[str],
@@ -129,6 +152,7 @@ def build_cache(
 ) -> BuildRecord:
     """Run vLLM until it serves (all compiles done), stop it, and write the build record into out."""
     _check_argv(plan, argv)
+    check_drafter(plan, Path(plan.models_root))
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **vllm_neuron.build_env(cache_root=str(out))}
     proc = subprocess.Popen(argv, env=env, start_new_session=True)

@@ -141,3 +141,26 @@ def profile_problems(profile: Any, where: str) -> list[str]:
             "dflash.py); set dtype: bfloat16"
         )
     return problems
+
+
+def dflash_drafter_problems(target: dict[str, Any], drafter: dict[str, Any], k: int) -> list[str]:
+    """What the plugin checks of a DFlash drafter against its target when vLLM starts (dflash.py,
+    DFlashProposer.__init__), from the two config.json files: checked by the build before it takes the node."""
+    problems: list[str] = []
+    block = drafter.get("block_size")
+    if block is not None and k != block - 1:
+        problems.append(
+            f"the drafter has block_size={block}, so the plugin requires num_speculative_tokens={block - 1}, not {k}; "
+            f"set decoding.num_speculative_tokens: {block - 1}"
+        )
+    for key in ("hidden_size", "vocab_size"):
+        if drafter.get(key) != target.get(key):
+            problems.append(
+                f"the drafter has {key}={drafter.get(key)} but the target {target.get(key)}; use its own drafter"
+            )
+    layers = target.get("num_hidden_layers")
+    if drafter.get("num_target_layers") not in (None, layers):
+        problems.append(
+            f"the drafter was trained for a target of {drafter.get('num_target_layers')} layers, this target has {layers}"
+        )
+    return problems

@@ -337,3 +337,19 @@ def test_legacy_services_keep_reading_their_artifact_from_the_mount(serving_obje
         pod = deployment["spec"]["template"]["spec"]
         assert "--copy-to" not in pod["initContainers"][0]["command"]
         assert all(v["name"] != "vllm-cache" for v in pod["volumes"])
+
+
+def test_a_dflash_service_on_one_device_is_a_valid_kubernetes_object():
+    """DFlash at TP 8 (one device, LNC 1), as the engine check's DFlash config renders it."""
+    from tests.engine.command_lines import dflash_config
+
+    config = dflash_config()
+    objects = render_serving(config, TEST_BUCKET)
+    for obj in objects:
+        kubernetes_validate.validate(obj, k8s_version(config), strict=True)
+    pod = of_kind(objects, "Deployment")["dflash"]["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["NEURON_RT_VIRTUAL_CORE_SIZE"] == "1"
+    claim = of_kind(objects, "ResourceClaimTemplate")["dflash-neuron"]
+    (request,) = claim["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"]["count"] == 1

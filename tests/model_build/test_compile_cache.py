@@ -6,6 +6,7 @@ $VLLM_CACHE_ROOT/neuron/compile_cache/<hash>/ before it answers /health, as the 
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import stat
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from charts.vllm_args import vllm_args
 from config import load_config, parse_config
-from model_build.compile_cache import build_cache, cache_plan
+from model_build.compile_cache import CachePlan, build_cache, cache_plan, check_drafter
 from model_build.digest import profile_digest
 from model_build.errors import BuildError
 from model_build.manifest import BUILD_RECORD_NAME, BuildRecord
@@ -140,3 +141,38 @@ def test_the_graph_args_are_in_the_digest_inputs(plugin):
     graph = inputs["graph_args"]
     assert any(args[i : i + len(graph)] == graph for i in range(len(args)))
     assert (inputs["plugin_version"], inputs["vllm_version"], inputs["stack"]) == ("1.2.0", "0.29.0", "vllm-neuron")
+
+
+def _dflash_plan(k: int) -> CachePlan:
+    """The engine check's DFlash profile with k replaced (its drafter fixture has block_size 16)."""
+    from tests.engine.command_lines import dflash_config
+
+    config = dflash_config()
+    plan = cache_plan(config, config.profile("dflash"))
+    return dataclasses.replace(plan, inputs={**plan.inputs, "num_speculative_tokens": k})
+
+
+def test_a_dflash_drafter_that_fits_passes_the_check():
+    check_drafter(_dflash_plan(15), ROOT / "tests/engine/fixtures")
+
+
+def test_a_dflash_k_other_than_block_size_minus_one_is_refused_before_the_build():
+    with pytest.raises(BuildError, match="block_size=16, so the plugin requires num_speculative_tokens=15, not 7"):
+        check_drafter(_dflash_plan(7), ROOT / "tests/engine/fixtures")
+
+
+def test_a_dflash_drafter_of_another_target_is_refused():
+    from serving_stacks.vllm_neuron import dflash_drafter_problems
+
+    target = {"hidden_size": 5120, "vocab_size": 151936, "num_hidden_layers": 64}
+    drafter = {"hidden_size": 4096, "vocab_size": 151936, "num_target_layers": 36, "block_size": 16}
+    problems = dflash_drafter_problems(target, drafter, 15)
+    assert problems == [
+        "the drafter has hidden_size=4096 but the target 5120; use its own drafter",
+        "the drafter was trained for a target of 36 layers, this target has 64",
+    ]
+
+
+def test_the_drafter_check_needs_staged_checkpoints(tmp_path):
+    with pytest.raises(BuildError, match="stage the checkpoints first"):
+        check_drafter(_dflash_plan(15), tmp_path)
