@@ -597,10 +597,14 @@ class DeploymentConfig(_Strict):
         driver = ami_driver(release.rsplit("-", 1)[1]) if release else None
         if len(stacks) > 1 and (driver is None or driver < needed):
             names = " and ".join(f"{name} (driver {driver_text(s.MIN_DRIVER)}+)" for name, s in sorted(stacks.items()))
-            shipped = f"ships driver {driver_text(driver)}" if driver else "has a driver not known here"
+            if release is None:
+                pinned = "trn2_nodes.ami_release_version is null (the latest AMI, whose driver is not known here)"
+            else:
+                shipped = f"ships driver {driver_text(driver)}" if driver else "has a driver not known here"
+                pinned = f"trn2_nodes.ami_release_version={release!r} {shipped}"
             problems.append(
-                f"profiles mix the {names} stacks on one Trainium2 node group, but trn2_nodes.ami_release_version="
-                f"{release!r} {shipped}, so no pinned driver is known to serve both; put each stack in its own "
+                f"profiles mix the {names} stacks on one Trainium2 node group, but {pinned}, so no pinned driver is "
+                "known to serve both; put each stack in its own "
                 "deployment (config file), or pin an AMI release whose aws-neuronx-dkms is at least "
                 f"{driver_text(needed)} (add it to config/neuron_ami.py with its release note)"
             )
