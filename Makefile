@@ -18,6 +18,8 @@ export UV_PYTHON_DOWNLOADS := never
 # tests/engine/; its lock stays out of requirements.lock. vllm itself goes in with --no-deps.
 VLLM_PYTHON ?= python3.11
 VLLM_0_9_1_VENV := .venv-vllm-0.9.1
+# vLLM 0.29.0 (the vllm-neuron stack's engine), the same way: own lock, own environment, vllm --no-deps.
+VLLM_0_29_0_VENV := .venv-vllm-0.29.0
 
 .PHONY: setup synth test lint format deploy stage build bench bench-lossless ab destroy sweep-dry-run clean
 
@@ -37,6 +39,12 @@ $(VLLM_0_9_1_VENV)/.installed: requirements-vllm-0.9.1.lock
 	$(VLLM_0_9_1_VENV)/bin/pip install --quiet --no-deps --require-hashes -r requirements-vllm-0.9.1.lock
 	touch $@
 
+$(VLLM_0_29_0_VENV)/.installed: requirements-vllm-0.29.0.lock
+	$(VLLM_PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "the vLLM 0.29.0 check environment uses Python 3.11 (the local CPU torch 2.13.0 wheel is cp311), found " + sys.version.split()[0]'
+	$(VLLM_PYTHON) -m venv $(VLLM_0_29_0_VENV)
+	$(VLLM_0_29_0_VENV)/bin/pip install --quiet --no-deps --require-hashes -r requirements-vllm-0.29.0.lock
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -45,7 +53,7 @@ synth: setup
 	$(CDK) synth --quiet $(CDK_FLAGS) -c dist=dist
 	@echo "templates: $$(ls cdk.out/*.template.json | tr '\n' ' ')"; echo "kubernetes: $$(ls dist/*.yaml)"
 
-test: setup $(VLLM_0_9_1_VENV)/.installed
+test: setup $(VLLM_0_9_1_VENV)/.installed $(VLLM_0_29_0_VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest

@@ -6,6 +6,9 @@ its Deployment to zero, applies the Job, follows its log and scales the Deployme
 
 from __future__ import annotations
 
+import json
+import shlex
+
 import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
@@ -22,6 +25,7 @@ from charts.code_bundle import (
 )
 from charts.models_volume import MOUNT_PATH, ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
+from charts.vllm_args import vllm_args
 from config.schema import ConfigError, DeploymentConfig, ServingProfile
 from model_build.digest import profile_digest
 
@@ -52,7 +56,18 @@ def build_job_name(config: DeploymentConfig, profile: ServingProfile) -> str:
     return f"build-{profile.name}-{profile_digest(config, profile)[:12]}"
 
 
-def build_script(profile: ServingProfile, bucket_name: str) -> str:
+def compile_command(config: DeploymentConfig, profile: ServingProfile, cli: str, out: str) -> str:
+    """legacy-v0: the NxDI compile. vllm-neuron: run the Deployment's own vLLM command line into a cache."""
+    if profile.image.stack == "legacy-v0":
+        return f"{cli} compile {profile.name} --out {out}"
+    argv = ["vllm", *vllm_args(config, profile)]
+    return (
+        f"{cli} compile {profile.name} --out {out} --vllm-argv-json {shlex.quote(json.dumps(argv))} "
+        f"--port {profile.port} --timeout-minutes {BUILD_DEADLINE_HOURS * 60 - 30}"
+    )
+
+
+def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name: str) -> str:
     out = f"{SCRATCH_PATH}/artifact"
     cli = f"python3 -m model_build --config {CONFIG_PATH}/config.yaml --bucket {bucket_name} --models-root {MOUNT_PATH}"
     return "\n".join(
@@ -61,7 +76,7 @@ def build_script(profile: ServingProfile, bucket_name: str) -> str:
             unpack_command(),
             install_if_missing("boto3", "boto3"),  # for publish, at the locked version, only if the image lacks it
             f"{cli} plan {profile.name}",
-            f"{cli} compile {profile.name} --out {out}",
+            compile_command(config, profile, cli, out),
             f"{cli} publish {profile.name} --from {out}",
             f"{cli} verify {profile.name}",
         ]
@@ -138,7 +153,7 @@ class ModelBuildJob(Construct):
                             k8s.Container(
                                 name="build",
                                 image=profile.image.uri,
-                                command=["/bin/bash", "-c", build_script(profile, bucket_name)],
+                                command=["/bin/bash", "-c", build_script(config, profile, bucket_name)],
                                 env=[
                                     *job_code_env(config.region),
                                     k8s.EnvVar(name="NEURON_RT_VIRTUAL_CORE_SIZE", value=lnc),

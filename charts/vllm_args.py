@@ -38,16 +38,8 @@ def speculative_config(config: DeploymentConfig, profile: ServingProfile) -> dic
         "model": model_dir(config, d.draft),
         "num_speculative_tokens": d.num_speculative_tokens,
         "max_model_len": d.draft_max_model_len or profile.max_model_len,
-        "method": stack_named(profile.image.stack).SPECULATIVE_METHOD,
+        "method": stack_named(profile.image.stack).speculative_method(d.method),
     }
-
-
-def neuron_overrides(profile: ServingProfile) -> dict[str, Any]:
-    """NxDI settings vLLM must agree on with the compiled artifact."""
-    overrides: dict[str, Any] = {"save_sharded_checkpoint": True}
-    if profile.decoding.method == "fused-draft":
-        overrides["enable_fused_speculation"] = True
-    return overrides
 
 
 def vllm_args(config: DeploymentConfig, profile: ServingProfile) -> list[str]:
@@ -71,7 +63,7 @@ def vllm_args(config: DeploymentConfig, profile: ServingProfile) -> list[str]:
         "--port",
         str(profile.port),
     ]
-    args += stack_named(profile.image.stack).neuron_args(neuron_overrides(profile), max_num_seqs=profile.max_num_seqs)
+    args += stack_named(profile.image.stack).neuron_args(profile)
     spec = speculative_config(config, profile)
     if spec is not None:
         args += ["--speculative-config", _json(spec)]
@@ -79,10 +71,10 @@ def vllm_args(config: DeploymentConfig, profile: ServingProfile) -> list[str]:
 
 
 def vllm_env(config: DeploymentConfig, profile: ServingProfile) -> dict[str, str]:
+    """LNC for the runtime, plus the stack's own: where its artifact is and how a missing one fails."""
     return {
-        "NEURON_COMPILED_ARTIFACTS": artifact_dir(config, profile),
         "NEURON_RT_VIRTUAL_CORE_SIZE": str(profile.placement.logical_neuron_cores),
-        **stack_named(profile.image.stack).env(),
+        **stack_named(profile.image.stack).env(artifact_dir=artifact_dir(config, profile)),
     }
 
 

@@ -12,6 +12,7 @@ from charts.vllm_args import artifact_dir, vllm_args, vllm_env
 from config.schema import DeploymentConfig, ServingProfile
 from model_build import check_mounted
 from model_build.digest import artifact_inputs, profile_digest
+from serving_stacks import vllm_neuron
 
 SHM_GIB = 128  # as the reference deployment: NxDI stages tensors through shared memory
 
@@ -93,7 +94,7 @@ class VllmService(Construct):
                         termination_grace_period_seconds=60,
                         init_containers=[verify_artifact_container(config, profile)],
                         containers=[vllm_container(config, profile)],
-                        volumes=pod_volumes(self.volume.claim_name, code),
+                        volumes=pod_volumes(self.volume.claim_name, code, profile),
                     ),
                 ),
             ),
@@ -122,17 +123,30 @@ def verify_artifact_container(config: DeploymentConfig, profile: ServingProfile)
         "inputs": artifact_inputs(config, profile),
         "profile": profile.name,
     }
+    # vllm-neuron: after the check, copy the compile cache to node-local disk, where vLLM reads it.
+    copy_to = vllm_neuron.CACHE_ROOT if profile.image.stack == vllm_neuron.NAME else None
     return k8s.Container(
         name="verify-artifact",
         image=profile.image.uri,
-        command=check_mounted.command(artifact_dir(config, profile), expected),
+        command=check_mounted.command(artifact_dir(config, profile), expected, copy_to=copy_to),
         env=[k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH)],
         resources=k8s.ResourceRequirements(
             requests={"cpu": k8s.Quantity.from_string("500m"), "memory": gi(1)},
             limits={"cpu": k8s.Quantity.from_string("1"), "memory": gi(1)},
         ),
-        volume_mounts=[MODELS_MOUNT, k8s.VolumeMount(name="code", mount_path=CODE_PATH, read_only=True)],
+        volume_mounts=[
+            MODELS_MOUNT,
+            k8s.VolumeMount(name="code", mount_path=CODE_PATH, read_only=True),
+            *local_cache_mounts(profile),
+        ],
     )
+
+
+def local_cache_mounts(profile: ServingProfile) -> list[k8s.VolumeMount]:
+    """The node-local compile cache of a vllm-neuron pod (an emptyDir, as AWS's DRA sample keeps it)."""
+    if profile.image.stack != vllm_neuron.NAME:
+        return []
+    return [k8s.VolumeMount(name="vllm-cache", mount_path=vllm_neuron.CACHE_ROOT)]
 
 
 def vllm_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Container:
@@ -145,7 +159,7 @@ def vllm_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Con
         env=[k8s.EnvVar(name=k, value=v) for k, v in sorted(vllm_env(config, profile).items())],
         ports=[k8s.ContainerPort(name="http", container_port=profile.port)],
         resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
-        volume_mounts=[MODELS_MOUNT, k8s.VolumeMount(name="dshm", mount_path="/dev/shm")],
+        volume_mounts=[MODELS_MOUNT, k8s.VolumeMount(name="dshm", mount_path="/dev/shm"), *local_cache_mounts(profile)],
         **health_probes(profile),
     )
 
@@ -162,8 +176,11 @@ def health_probes(profile: ServingProfile) -> dict[str, k8s.Probe]:
     }
 
 
-def pod_volumes(models_claim: str, code: CodeBundle) -> list[k8s.Volume]:
-    """The bucket (read-only), shared memory for NxDI and the verify script."""
+def pod_volumes(models_claim: str, code: CodeBundle, profile: ServingProfile) -> list[k8s.Volume]:
+    """The bucket (read-only), shared memory for NxDI, the verify script and, for vllm-neuron, the local cache."""
+    local_cache = [
+        k8s.Volume(name="vllm-cache", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(vllm_neuron.CACHE_GIB)))
+    ]
     return [
         k8s.Volume(
             name="models",
@@ -171,4 +188,5 @@ def pod_volumes(models_claim: str, code: CodeBundle) -> list[k8s.Volume]:
         ),
         k8s.Volume(name="dshm", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=gi(SHM_GIB))),
         code.volume(),
+        *(local_cache if local_cache_mounts(profile) else []),
     ]

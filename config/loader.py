@@ -186,9 +186,9 @@ def _sentence(error: Any) -> str:
         return f"{loc}={shown} is malformed; it must match {pattern}"
     if kind == "union_tag_invalid":
         tag = _short(value.get("method")) if isinstance(value, dict) else shown
-        return f"{loc}.method={tag} is unknown; use one of none, fused-draft, eagle"
+        return f"{loc}.method={tag} is unknown; use one of none, fused-draft (legacy-v0 stack), eagle3, dflash (vllm-neuron stack)"
     if kind == "union_tag_not_found":
-        return f"{loc}.method is missing; use one of none, fused-draft, eagle"
+        return f"{loc}.method is missing; use one of none, fused-draft (legacy-v0 stack), eagle3, dflash (vllm-neuron stack)"
     if kind == "value_error":
         return f"{loc}: {msg}"
     return f"{loc}={shown}: {msg}; fix the value (see config/default.yaml)"

@@ -22,9 +22,10 @@ from pydantic import (
 )
 
 from config.kubernetes import DEFAULT_KUBERNETES_VERSION, DRA_MINIMUM_VERSION, SUPPORTED_KUBERNETES_VERSIONS
+from config.neuron_ami import ami_driver, driver_text
 from config.speculation import K_MAX, K_MIN, K_RANGE
 from config.tags import DEPLOYMENT_TAG_KEY, PROJECT_TAG_KEY, PROJECT_TAG_VALUE
-from serving_stacks import stack_named, stack_serving
+from serving_stacks import STACKS, catalogue, stack_named, stack_serving
 
 # --- catalogues --------------------------------------------------------------------------------
 
@@ -63,7 +64,12 @@ NEURON_INSTANCES: dict[str, NeuronInstance] = {
 DRA_DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 GP3_IOPS_PER_MIBPS = 4  # gp3 throughput is at most 0.25 MiB/s per provisioned IOPS (Amazon EBS volume types)
 
-_IMAGE_TAG = re.compile(r"^(?P<vllm>\d+\.\d+\.\d+)-neuronx-py(?P<py>\d+)-sdk(?P<sdk>\d+\.\d+\.\d+)-ubuntu\d+\.\d+$")
+# <vllm x.y.z>[.<plugin x.y.z>]-neuronx-py<NN>-sdk<x.y.z>-ubuntu<NN.NN>: three version parts on the legacy fork's
+# images, six (vLLM + plugin) on the vllm-neuron plugin's, e.g. 0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04.
+_IMAGE_TAG = re.compile(
+    r"^(?P<vllm>\d+\.\d+\.\d+)(?:\.(?P<plugin>\d+\.\d+\.\d+))?-neuronx-py(?P<py>\d+)-sdk(?P<sdk>\d+\.\d+\.\d+)"
+    r"-ubuntu\d+\.\d+$"
+)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$")]
 ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
@@ -113,10 +119,16 @@ class Image(_Strict):
     @field_validator("tag")
     @classmethod
     def _tag_shape(cls, tag: str) -> str:
-        if not _IMAGE_TAG.match(tag):
+        match = _IMAGE_TAG.match(tag)
+        if not match:
             raise ValueError(
-                f"image tag {tag!r} is not of the form <vllm>-neuronx-py<NN>-sdk<x.y.z>-ubuntu<NN.NN>; "
+                f"image tag {tag!r} is not of the form <vllm>[.<plugin>]-neuronx-py<NN>-sdk<x.y.z>-ubuntu<NN.NN>; "
                 "use a tag of public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
+            )
+        if stack_serving(match["vllm"], match["plugin"], match["sdk"]) is None:
+            raise ValueError(
+                f"image tag {tag!r} is served by no stack here ({catalogue()}); legacy fork images need an SDK "
+                "before 2.32 (2.32+ drop NxDI), plugin images the vLLM version the engine check pins"
             )
         return tag
 
@@ -133,9 +145,13 @@ class Image(_Strict):
         return _IMAGE_TAG.match(self.tag)["sdk"]  # type: ignore[index]
 
     @property
+    def plugin_version(self) -> str | None:
+        return _IMAGE_TAG.match(self.tag)["plugin"]  # type: ignore[index]
+
+    @property
     def stack(self) -> str:
-        """The serving stack of this image (a module of serving_stacks/), chosen by its vLLM version."""
-        return stack_serving(self.vllm_version).NAME
+        """The serving stack of this image (a module of serving_stacks/), chosen by the versions in its tag."""
+        return stack_serving(self.vllm_version, self.plugin_version, self.sdk_version).NAME  # type: ignore[union-attr]
 
 
 class NoSpeculation(_Strict):
@@ -145,8 +161,10 @@ class NoSpeculation(_Strict):
 class DraftSpeculation(_Strict):
     """A draft model proposes k tokens that the target verifies in one step."""
 
-    method: Literal["fused-draft", "eagle"]
-    draft: Name = Field(description="Key of the draft in `models`.")
+    method: Literal["fused-draft", "eagle3", "dflash"] = Field(
+        description="fused-draft: NxDI fused draft model (legacy-v0 stack); eagle3, dflash: vllm-neuron stack."
+    )
+    draft: Name = Field(description="Key of the draft (a draft model, EAGLE3 head or DFlash drafter) in `models`.")
     num_speculative_tokens: int = Field(description=f"k, tokens proposed per target step ({K_MIN}..{K_MAX}).")
     draft_max_model_len: int | None = Field(
         default=None,
@@ -454,17 +472,15 @@ class DeploymentConfig(_Strict):
                 continue
             stack = stack_named(p.image.stack)
             if p.decoding.method not in stack.METHODS:
+                serving = [s for s in STACKS if p.decoding.method in s.METHODS]
                 problems.append(
-                    f"{where}.decoding.method={p.decoding.method!r} cannot be served by image {p.image.tag!r} "
-                    f"({stack.NAME} stack serves {', '.join(stack.METHODS)}); for fused-draft use image tag "
-                    "0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04, for eagle a vllm-neuron image (0.11+)"
+                    f"{where}.decoding.method={p.decoding.method!r} cannot be served by image {p.image.tag!r}: the "
+                    f"{stack.NAME} stack serves {', '.join(stack.METHODS)}; "
+                    + "; ".join(
+                        f"for {p.decoding.method} use image tag {s.IMAGE_TAG} ({s.NAME} stack)" for s in serving
+                    )
                 )
-            sdk = tuple(int(x) for x in p.image.sdk_version.split("."))
-            if sdk >= (2, 32):
-                problems.append(
-                    f"{where}.image.tag={p.image.tag!r} is Neuron SDK {p.image.sdk_version}; SDK 2.32+ images drop "
-                    "NxDI, which compile and serve need; use an SDK 2.26 - 2.31 image"
-                )
+            problems += stack.profile_problems(p, where)
             if isinstance(p.decoding, DraftSpeculation):
                 d = p.decoding
                 if d.draft not in self.models:
@@ -554,6 +570,7 @@ class DeploymentConfig(_Strict):
                     f"than kubernetes_version={self.kubernetes_version}; nodes cannot run ahead of the control "
                     f"plane, use a {self.kubernetes_version}.x release"
                 )
+        problems += self._driver_problems()
         if t.availability_zone and t.availability_zone not in self.network.availability_zones:
             problems.append(
                 f"trn2_nodes.availability_zone={t.availability_zone!r} is not one of network.availability_zones "
@@ -570,6 +587,39 @@ class DeploymentConfig(_Strict):
             problems.append(
                 f"observability.alarm_topic_arn={topic!r} is in region {topic.split(':')[3]}, but alarms can only notify "
                 f"a topic in their own region {self.region}; create the topic in {self.region} or set it to null"
+            )
+        return problems
+
+    def _driver_problems(self) -> list[str]:
+        """Every profile runs on the one Trainium2 node group, so its AMI's Neuron driver must serve every image.
+
+        Each stack names the driver its images were released with (serving_stacks/); a newer driver serves
+        older runtimes, not the other way round (config/neuron_ami.py). Mixing stacks needs a pinned AMI whose
+        driver is known here to serve both; none known here does yet, so such a config is refused.
+        """
+        problems: list[str] = []
+        stacks = {p.image.stack: stack_named(p.image.stack) for p in self.profiles}
+        needed = max(s.MIN_DRIVER for s in stacks.values())
+        release = self.trn2_nodes.ami_release_version
+        driver = ami_driver(release.rsplit("-", 1)[1]) if release else None
+        if len(stacks) > 1 and (driver is None or driver < needed):
+            names = " and ".join(f"{name} (driver {driver_text(s.MIN_DRIVER)}+)" for name, s in sorted(stacks.items()))
+            if release is None:
+                pinned = "trn2_nodes.ami_release_version is null (the latest AMI, whose driver is not known here)"
+            else:
+                shipped = f"ships driver {driver_text(driver)}" if driver else "has a driver not known here"
+                pinned = f"trn2_nodes.ami_release_version={release!r} {shipped}"
+            problems.append(
+                f"profiles mix the {names} stacks on one Trainium2 node group, but {pinned}, so no pinned driver is "
+                "known to serve both; put each stack in its own "
+                "deployment (config file), or pin an AMI release whose aws-neuronx-dkms is at least "
+                f"{driver_text(needed)} (add it to config/neuron_ami.py with its release note)"
+            )
+        elif driver is not None and driver < needed:
+            problems.append(
+                f"trn2_nodes.ami_release_version={release!r} ships Neuron driver {driver_text(driver)}, older than "
+                f"the {driver_text(needed)} the {', '.join(sorted(stacks))} images were released with; pin a newer "
+                "release or leave ami_release_version: null (the latest)"
             )
         return problems
 

@@ -1,12 +1,14 @@
 """Serving's init check: does the mounted artifact match the profile the server is about to run?
 
     python3 -m model_build.check_mounted --dir /models/artifacts/<digest> \\
-        --expected-json '{"digest": "...", "inputs": {...}, "profile": "speculative"}' [--deep]
+        --expected-json '{"digest": "...", "inputs": {...}, "profile": "speculative"}' [--deep] [--copy-to DIR]
 
 Standard library + model_build.manifest only: it runs with the Neuron image's own python3 from a
 ConfigMap, before vLLM starts. Checks the manifest exists, that its digest and inputs equal the
 expected ones, that every listed file has its size (os.stat, cheap even over Mountpoint for S3) and,
-with --deep, its sha256. Exit 0 ok, 1 mismatch (with the command that builds the right artifact),
+with --deep, its sha256. With --copy-to (stacks whose artifact is a compile cache) it then copies the listed
+files to DIR on node-local disk, where vLLM reads and writes its cache (Mountpoint for S3 has no atomic
+rename, which the plugin's cache relies on). Exit 0 ok, 1 mismatch (with the command that builds the right artifact),
 2 bad arguments.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -57,7 +60,18 @@ def check(directory: Path, expected: dict, *, deep: bool = False) -> tuple[int, 
     return EXIT_OK, f"OK: {directory} matches {who}: {len(manifest.files)} files, {manifest.total_bytes} bytes ({how})"
 
 
-def command(directory: str, expected: dict) -> list[str]:
+def copy_listed(directory: Path, files: list, destination: Path) -> int:
+    """Copy the manifest's files (not the manifest) below destination; returns bytes copied."""
+    copied = 0
+    for entry in files:
+        source, target = directory / entry.path, destination / entry.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        copied += target.stat().st_size
+    return copied
+
+
+def command(directory: str, expected: dict, *, copy_to: str | None = None) -> list[str]:
     """The command serving's init container runs (and `model_build plan` shows): this check of `directory`
     against `expected` ({"digest", "inputs", "profile"}), with the image's own python3."""
     return [
@@ -68,6 +82,7 @@ def command(directory: str, expected: dict) -> list[str]:
         directory,
         "--expected-json",
         json.dumps(expected, sort_keys=True, separators=(",", ":")),
+        *(["--copy-to", copy_to] if copy_to else []),
     ]
 
 
@@ -83,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         help='JSON {"digest": ..., "inputs": {...}, "profile": name}, as `python -m model_build plan P --json` prints',
     )
     parser.add_argument("--deep", action="store_true", help="also hash every file (reads every byte: slow)")
+    parser.add_argument(
+        "--copy-to", type=Path, help="after a passing check, copy the listed files below this directory"
+    )
     args = parser.parse_args(argv)
     try:
         expected = json.loads(args.expected_json)
@@ -94,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     code, message = check(args.dir, expected, deep=args.deep)
     print(message, file=sys.stdout if code == EXIT_OK else sys.stderr)
+    if code == EXIT_OK and args.copy_to is not None:
+        manifest = Manifest.from_json((args.dir / MANIFEST_NAME).read_text())
+        copied = copy_listed(args.dir, manifest.files, args.copy_to)
+        print(f"OK: copied {len(manifest.files)} files, {copied} bytes to {args.copy_to}")
     return code
 
 

@@ -17,9 +17,11 @@ from typing import TextIO
 
 from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, load_config
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from model_build.artifact import artifact_plan
 from model_build.aws_account import caller_account
+from model_build.compile_cache import CachePlan
 from model_build.errors import BuildError, build_command
-from model_build.plan import DEFAULT_MODELS_ROOT, BuildPlan, build_plan
+from model_build.plan import DEFAULT_MODELS_ROOT, BuildPlan
 from model_build.progress import DEFAULT_LOG_INTERVAL_S
 from model_build.transfer import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB, S3Store, TransferSettings, make_s3_client
 
@@ -131,12 +133,13 @@ class Context:
         client = make_s3_client(self.config.region, self.settings)
         return S3Store(client, self.bucket, self.settings, stream=self.stream)
 
-    def plan(self, *, out_dir: str | None = None, bucket: str | None = None) -> BuildPlan:
+    def plan(self, *, out_dir: str | None = None, bucket: str | None = None) -> BuildPlan | CachePlan:
+        """The profile's build: an NxDI compile (legacy-v0) or a compile cache filled by vLLM (vllm-neuron)."""
         try:
             profile = self.config.profile(self.args.profile)
         except KeyError as err:
             raise BuildError(str(err.args[0])) from None
-        return build_plan(
+        return artifact_plan(
             self.config, profile, models_root=self.args.models_root, out_dir=out_dir, bucket=bucket or self.args.bucket
         )
 
@@ -166,7 +169,23 @@ def _compile(ctx: Context, out: TextIO) -> int:
     from model_build.compile import compile_profile
 
     plan = ctx.plan(out_dir=str(Path(ctx.args.out).resolve()))
-    record = compile_profile(plan, target_path=ctx.args.target_path, draft_path=ctx.args.draft_path)
+    if isinstance(plan, CachePlan):
+        from model_build.compile_cache import build_cache
+
+        if not ctx.args.vllm_argv_json:
+            raise BuildError(
+                f"profile {plan.profile} builds its compile cache by running vLLM with the serving command line; "
+                f"pass it as --vllm-argv-json (the build Job does: {build_command(plan.profile)})"
+            )
+        record = build_cache(
+            plan,
+            json.loads(ctx.args.vllm_argv_json),
+            out=Path(plan.out_dir),
+            port=ctx.args.port,
+            timeout_s=ctx.args.timeout_minutes * 60,
+        )
+    else:
+        record = compile_profile(plan, target_path=ctx.args.target_path, draft_path=ctx.args.draft_path)
     print(
         f"compiled profile {plan.profile} (digest {record.digest}) into {plan.out_dir}; publish it: "
         f"{plan.commands()['publish']}",
@@ -282,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="local output directory (tens of GB for Qwen3-32B)")
     p.add_argument("--target-path", help="local target checkpoint dir (default: <models-root>/checkpoints/...)")
     p.add_argument("--draft-path", help="local draft checkpoint dir (default: <models-root>/checkpoints/...)")
+    p.add_argument(
+        "--vllm-argv-json",
+        help="vllm-neuron profiles: the serving command line (JSON list, starting with vllm serve) to fill the cache with",
+    )
+    p.add_argument("--port", type=int, default=8000, help="vllm-neuron profiles: the port of that command line")
+    p.add_argument("--timeout-minutes", type=int, default=360, help="vllm-neuron profiles: give up after this long")
     p.set_defaults(func=_compile)
 
     p = commands.add_parser(

@@ -13,13 +13,14 @@ from typing import Any
 
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
 from model_build.neuron_config import compiled_neuron_config
+from serving_stacks import stack_named
 
 DIGEST_LENGTH = 20  # hex chars (80 bits): collision-free for any realistic number of profiles
 ARTIFACT_SCHEMA = 2  # bump when the meaning of an input changes (2: the NxDI keywords joined the inputs)
 
 
 def artifact_inputs(config: DeploymentConfig, profile: ServingProfile) -> dict[str, Any]:
-    """Every input that changes the compiled NxDI artifact, as plain JSON-able data."""
+    """Every input that changes the compiled artifact (NxDI compile or plugin compile cache), as JSON-able data."""
     target = config.models[profile.target]
     draft: dict[str, Any] | None = None
     k = 0
@@ -31,7 +32,7 @@ def artifact_inputs(config: DeploymentConfig, profile: ServingProfile) -> dict[s
             "revision": d.revision,
             "max_model_len": profile.decoding.draft_max_model_len,
         }
-    return {
+    inputs = {
         "artifact_schema": ARTIFACT_SCHEMA,
         "image": profile.image.uri,
         "sdk_version": profile.image.sdk_version,
@@ -50,6 +51,14 @@ def artifact_inputs(config: DeploymentConfig, profile: ServingProfile) -> dict[s
         # The exact NeuronConfig keywords compile uses, so a change in how they are derived moves the digest too.
         "neuron_config": compiled_neuron_config(config, profile),
     }
+    stack = stack_named(profile.image.stack)
+    if hasattr(stack, "graph_args"):
+        # The compile cache is keyed by graphs, shapes, compiler and its args (the plugin's
+        # compilation_cache.md): every flag of this stack that shapes them (buckets, Neuron settings,
+        # scheduling switches) joins the inputs, with the plugin version of the image.
+        inputs["plugin_version"] = profile.image.plugin_version
+        inputs["graph_args"] = stack.graph_args(profile)
+    return inputs
 
 
 def digest_of(inputs: dict[str, Any]) -> str:

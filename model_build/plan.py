@@ -220,10 +220,10 @@ def build_plan(
     out_dir: str | None = None,
     bucket: str | None = None,
 ) -> BuildPlan:
-    if profile.decoding.method not in ("none", "fused-draft"):
+    if profile.image.stack != "legacy-v0":
         raise BuildError(
-            f"profile {profile.name} decodes with {profile.decoding.method!r}; model_build compiles plain (none) and "
-            "fused-draft profiles only. Use decoding.method fused-draft, or let vLLM compile EAGLE artifacts itself"
+            f"profile {profile.name} runs on the {profile.image.stack} stack, whose artifact is its compile cache, "
+            "not an NxDI compile; build it with model_build.compile_cache (make build does)"
         )
     target = config.models[profile.target]
     model = MODEL_FAMILIES.get(target.tokenizer_family)

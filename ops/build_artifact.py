@@ -18,9 +18,9 @@ from charts.model_build_job import profile_of, render_build_job
 from config import DeploymentConfig, ServingProfile, load_config
 from config.bucket_layout import artifact_prefix
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from model_build.artifact import artifact_plan
 from model_build.checkpoints import profile_models
 from model_build.errors import BuildError, build_command
-from model_build.plan import build_plan
 from model_build.verify import verify_artifact
 from ops.kubectl import aws_account, follow_job, kubectl, run_or_print, start_job
 from ops.stage_checkpoints import stage_models
@@ -47,7 +47,7 @@ def check_artifact(config: DeploymentConfig, profile: ServingProfile, bucket: st
 
     from model_build.transfer import S3Store, TransferSettings, make_s3_client
 
-    plan = build_plan(config, profile, bucket=bucket)
+    plan = artifact_plan(config, profile, bucket=bucket)
     store = S3Store(make_s3_client(config.region, TransferSettings()), bucket)
     prefix_url = store.url(artifact_prefix(plan.digest))
     try:

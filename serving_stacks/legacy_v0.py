@@ -1,8 +1,11 @@
 """legacy-v0: the blog's recipe and the seed reproduction, on aws-neuron/upstreaming-to-vllm (vLLM 0.9.x).
 
-Catalogue: images `pytorch-inference-vllm-neuronx:0.9.x-...`, the only ones with NxDI fused draft-model
-speculation; the fork is end of life upstream. Artifact: the NxDI compile of model_build (sharded checkpoint
-with the fused draft), checked by model_build.check_mounted before vLLM starts.
+Catalogue: images `pytorch-inference-vllm-neuronx:0.9.x-...` with an SDK that still ships NxDI (before 2.32),
+the only ones with NxDI fused draft-model speculation; the fork is end of life upstream. Artifact: the NxDI
+compile of model_build (sharded checkpoint with the fused draft), checked by model_build.check_mounted before
+vLLM starts, read from the S3 mount (NEURON_COMPILED_ARTIFACTS).
+
+Leaf module: imports nothing of ours.
 """
 
 from __future__ import annotations
@@ -11,21 +14,41 @@ import json
 from typing import Any
 
 NAME = "legacy-v0"
+IMAGE_TAG = "0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"
 METHODS = ("none", "fused-draft")
-# Any --speculative-config turns on NxDI fused speculation with the draft on this fork; "eagle" is what the
-# reference sample and the Neuron tutorial pass and does not switch EAGLE on.
-SPECULATIVE_METHOD = "eagle"
+# SDK 2.26 ships Neuron Driver 2.24.7.0 (aws-neuron-sdk release-notes/prev/2.26.0/runtime.rst); "the driver
+# remains backwards compatible with older versions of Neuron Runtime" (neuron-runtime/nrt-troubleshoot.rst).
+MIN_DRIVER = (2, 24, 7, 0)
 
 
-def serves_vllm(version: tuple[int, int]) -> bool:
-    return version < (0, 10)
+def serves_image(vllm: str, plugin: str | None, sdk: str) -> bool:
+    """vLLM 0.9.x fork images; SDK 2.32+ dropped NxDI, which compile and serve need."""
+    sdk_version = tuple(int(x) for x in sdk.split("."))
+    return vllm.startswith("0.9.") and plugin is None and sdk_version < (2, 32)
 
 
-def neuron_args(overrides: dict[str, Any], *, max_num_seqs: int) -> list[str]:
-    """How NxDI settings reach this fork's vLLM."""
+def speculative_method(method: str) -> str:
+    """Any --speculative-config turns on NxDI fused speculation with the draft on this fork; "eagle" is what the
+    reference sample and the Neuron tutorial pass and does not switch EAGLE on."""
+    return "eagle"
+
+
+def neuron_args(profile: Any) -> list[str]:
+    """How NxDI settings reach this fork's vLLM: the ones vLLM must agree on with the compiled artifact."""
+    overrides: dict[str, Any] = {"save_sharded_checkpoint": True}
+    if profile.decoding.method == "fused-draft":
+        overrides["enable_fused_speculation"] = True
     return ["--override-neuron-config", json.dumps(overrides, separators=(",", ":"), sort_keys=True)]
 
 
-def env() -> dict[str, str]:
-    """The fork serves Neuron through vLLM's V0 engine and NxDI only."""
-    return {"VLLM_USE_V1": "0", "VLLM_NEURON_FRAMEWORK": "neuronx-distributed-inference"}
+def env(*, artifact_dir: str) -> dict[str, str]:
+    """The fork serves Neuron through vLLM's V0 engine and NxDI only, from the compiled artifact on the mount."""
+    return {
+        "NEURON_COMPILED_ARTIFACTS": artifact_dir,
+        "VLLM_USE_V1": "0",
+        "VLLM_NEURON_FRAMEWORK": "neuronx-distributed-inference",
+    }
+
+
+def profile_problems(profile: Any, where: str) -> list[str]:
+    return []

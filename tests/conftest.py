@@ -147,6 +147,17 @@ def variant_synth(variant_config: DeploymentConfig, tmp_path_factory: pytest.Tem
 
 
 @pytest.fixture(scope="session")
+def plugin_config() -> DeploymentConfig:
+    """The vllm-neuron stack's example (config/vllm-neuron.yaml), as the README shows it."""
+    return load_config(ROOT / "config" / "vllm-neuron.yaml")
+
+
+@pytest.fixture(scope="session")
+def plugin_synth(plugin_config: DeploymentConfig, tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synthesize(plugin_config, tmp_path_factory.mktemp("cdk.out.plugin"))
+
+
+@pytest.fixture(scope="session")
 def three_profile_synths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synth]:
     """The fixed three-profile configs: before issue 9 a third profile failed synth on the dashboard's metric ids."""
     return {

@@ -47,7 +47,7 @@ def test_job_is_named_by_its_digest_and_bounded(jobs, default_config):
 
 def test_job_compiles_then_publishes_then_verifies(default_config):
     p = default_config.profile("speculative")
-    script = build_script(p, "bucket").splitlines()
+    script = build_script(default_config, p, "bucket").splitlines()
     commands = [line.split() for line in script if line.startswith("python3 -m model_build")]
     steps = [next(w for w in words if w in {"plan", "compile", "publish", "verify"}) for words in commands]
     assert steps == ["plan", "compile", "publish", "verify"]
@@ -88,7 +88,28 @@ def test_every_job_command_parses_with_the_model_build_cli(default_config):
 
     parser = build_parser()
     for p in default_config.profiles:
-        for line in build_script(p, "bucket").splitlines():
+        for line in build_script(default_config, p, "bucket").splitlines():
             if line.startswith("python3 -m model_build"):
                 args = parser.parse_args(shlex.split(line)[3:])
                 assert args.profile == p.name and args.bucket == "bucket" and args.models_root == "/models"
+
+
+def test_a_vllm_neuron_build_runs_the_deployments_own_command_line():
+    """The compile cache is filled by exactly the vLLM command line the service runs."""
+    import json
+    import shlex
+
+    from charts import render_serving
+    from config import load_config
+    from model_build.cli import build_parser
+    from tests.conftest import ROOT
+
+    config = load_config(ROOT / "config" / "vllm-neuron.yaml")
+    deployments = {o["metadata"]["name"]: o for o in render_serving(config, "bucket") if o["kind"] == "Deployment"}
+    parser = build_parser()
+    for p in config.profiles:
+        (line,) = [x for x in build_script(config, p, "bucket").splitlines() if " compile " in x]
+        args = parser.parse_args(shlex.split(line)[3:])
+        (vllm,) = [c for c in deployments[p.name]["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm"]
+        assert json.loads(args.vllm_argv_json) == vllm["command"] + vllm["args"]
+        assert args.port == p.port

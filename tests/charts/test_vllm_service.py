@@ -298,3 +298,58 @@ def test_a_third_profile_adds_a_third_service_without_code_changes():
     assert set(of_kind(objects, "Service")) == {"baseline", "speculative", "spec-k5"}
     digests = {profile_digest(config, p) for p in config.profiles}
     assert len(digests) == 3
+
+
+def test_the_vllm_neuron_example_serves_eagle3_from_a_local_cache_that_must_hit(plugin_config):
+    """make synth CONFIG=config/vllm-neuron.yaml: the 0.29 image, "method":"eagle3" with a local draft path, the
+    compile cache copied from the mount to node-local disk after the check, and a cache miss fatal."""
+    objects = render_serving(plugin_config, TEST_BUCKET)
+    for obj in objects:
+        kubernetes_validate.validate(obj, k8s_version(plugin_config), strict=True)
+    deployments = of_kind(objects, "Deployment")
+    assert set(deployments) == {"baseline", "eagle3"}
+    for deployment in deployments.values():
+        pod = deployment["spec"]["template"]["spec"]
+        (vllm,) = pod["containers"]
+        (verify,) = pod["initContainers"]
+        assert vllm["image"].endswith(":0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04")
+        env = {e["name"]: e["value"] for e in vllm["env"]}
+        assert env["VLLM_CACHE_ROOT"] == "/cache/vllm-cache"
+        assert env["VLLM_NEURON_DISABLE_WARMUP_COMPILE"] == "1"
+        assert env["NEURON_LIBTORCH_DISABLE_GRAPH_CAPTURE_BACKEND"] == "1"
+        assert "NEURON_COMPILED_ARTIFACTS" not in env and "VLLM_USE_V1" not in env
+        assert verify["command"][-2:] == ["--copy-to", "/cache/vllm-cache"]
+        for container in (vllm, verify):
+            assert {"name": "vllm-cache", "mountPath": "/cache/vllm-cache"} in container["volumeMounts"]
+        (cache,) = [v for v in pod["volumes"] if v["name"] == "vllm-cache"]
+        assert cache["emptyDir"] == {"sizeLimit": "200Gi"}
+    args = deployments["eagle3"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    spec = json.loads(args[args.index("--speculative-config") + 1])
+    assert spec["method"] == "eagle3" and spec["num_speculative_tokens"] == 3
+    assert (
+        spec["model"]
+        == "/models/checkpoints/RedHatAI/Qwen3-32B-speculator.eagle3/dc84fe7ff1db31efa824776f49c141fc8195eb47"
+    )
+
+
+def test_legacy_services_keep_reading_their_artifact_from_the_mount(serving_objects):
+    for deployment in of_kind(serving_objects, "Deployment").values():
+        pod = deployment["spec"]["template"]["spec"]
+        assert "--copy-to" not in pod["initContainers"][0]["command"]
+        assert all(v["name"] != "vllm-cache" for v in pod["volumes"])
+
+
+def test_a_dflash_service_on_one_device_is_a_valid_kubernetes_object():
+    """DFlash at TP 8 (one device, LNC 1), as the engine check's DFlash config renders it."""
+    from tests.engine.command_lines import dflash_config
+
+    config = dflash_config()
+    objects = render_serving(config, TEST_BUCKET)
+    for obj in objects:
+        kubernetes_validate.validate(obj, k8s_version(config), strict=True)
+    pod = of_kind(objects, "Deployment")["dflash"]["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["NEURON_RT_VIRTUAL_CORE_SIZE"] == "1"
+    claim = of_kind(objects, "ResourceClaimTemplate")["dflash-neuron"]
+    (request,) = claim["spec"]["spec"]["devices"]["requests"]
+    assert request["exactly"]["count"] == 1

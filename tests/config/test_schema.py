@@ -75,6 +75,16 @@ def _all(*mutations):
     return mutate
 
 
+PLUGIN_TAG = "0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04"
+
+
+def _plugin_dflash(data: dict) -> None:
+    """The default config on the vllm-neuron image, its second profile a DFlash one on one device at TP 4."""
+    data["serving"]["image"]["tag"] = PLUGIN_TAG
+    data["profiles"][1]["placement"] = {"devices": 1, "tensor_parallel_size": 4}
+    data["profiles"][1]["decoding"] = {"method": "dflash", "draft": "qwen3-1-7b", "num_speculative_tokens": 15}
+
+
 # One row per cross-field rule of DeploymentConfig (every `problems.append` in config/schema.py), each with a
 # fragment only that rule's sentence contains: deleting any single rule fails its row.
 CROSS_FIELD_RULES = {
@@ -91,10 +101,32 @@ CROSS_FIELD_RULES = {
     "baseline does not speculate": (_set("baseline", "speculative"), "speedups need a reference without speculation"),
     "target is a model": (_set("profiles.0.target", "nope"), "target='nope' is not a key of models"),
     "stack serves the method": (
-        _set("serving.image.tag", "0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04"),
+        _set("serving.image.tag", PLUGIN_TAG),
         "'fused-draft' cannot be served by image",
     ),
-    "image has NxDI": (_set("serving.image.tag", "0.9.1-neuronx-py311-sdk2.32.0-ubuntu22.04"), "SDK 2.32+ images drop"),
+    "DFlash TP 4 or 8 (vllm-neuron)": (
+        _all(_plugin_dflash, _set("profiles.1.placement", {"devices": 4, "tensor_parallel_size": 16})),
+        "DFlash on Neuron is validated for tensor_parallel_size 4 or 8 only",
+    ),
+    "DFlash BF16 (vllm-neuron)": (
+        _all(_plugin_dflash, _set("profiles.1.dtype", "float16")),
+        "DFlash on Trn2 requires BF16",
+    ),
+    "stacks mixed on one node group": (
+        _set(
+            "profiles.1",
+            {"name": "eagle3", "image": {"tag": PLUGIN_TAG}, "placement": {"devices": 4, "tensor_parallel_size": 16}},
+        ),
+        "no pinned driver is known to serve both",
+    ),
+    "AMI driver older than the image's": (
+        _all(
+            _set("serving.image.tag", PLUGIN_TAG),
+            _set("profiles.1.decoding", {"method": "none"}),
+            _set("trn2_nodes.ami_release_version", "1.35.2-20260714"),
+        ),
+        "ships Neuron driver 2.29.0.0, older than the 2.31.7.0",
+    ),
     "draft is a model": (_set("profiles.1.decoding.draft", "qwen3-8b"), "draft='qwen3-8b' is not a key of models"),
     "draft is not the target": (_set("profiles.1.decoding.draft", "qwen3-32b"), "is the target itself"),
     "draft no longer than the target": (
@@ -169,7 +201,11 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ("trn2_nodes.capacity_type", "CAPACITY_BLOCK", ["capacity_reservation_id", "availability_zone"]),
         ("kubernetes_version", "1.33", ["kubernetes_version=1.33", "1.34", "use 1.35"]),
         ("kubernetes_version", "1.36", ["kubernetes_version=1.36", "kubectl layer"]),
-        ("serving.image.tag", "0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04", ["fused-draft", "cannot be served"]),
+        ("serving.image.tag", PLUGIN_TAG, ["fused-draft", "cannot be served", "0.9.1-neuronx-py311-sdk2.26.1"]),
+        # tags no stack serves: the NxDI-based V1 images, an SDK without NxDI, another plugin release
+        ("serving.image.tag", "0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04", ["served by no stack", PLUGIN_TAG]),
+        ("serving.image.tag", "0.9.1-neuronx-py311-sdk2.32.0-ubuntu22.04", ["served by no stack", "2.32+ drop NxDI"]),
+        ("serving.image.tag", "0.24.0.1.1.0-neuronx-py313-sdk2.32.0-ubuntu24.04", ["served by no stack"]),
         ("serving.image.tag", "latest", ["image tag 'latest'"]),
         ("name", "Trn_Specdec", ["name='Trn_Specdec'", "malformed"]),
         ("profiles.0.name", "Baseline!", ["profiles.0.name='Baseline!'", "malformed"]),
@@ -177,8 +213,8 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ("trn2_nodes.capacity_reservation_id", "cr-0123456789abcdef0", ["capacity_reservation_id", "CAPACITY_BLOCK"]),
         ("trn2_nodes.availability_zone", "us-west-2a", ["availability_zone='us-west-2a'"]),
         ("profiles.1.decoding.draft", "qwen3-8b", ["draft='qwen3-8b'", "add it under models"]),
-        ("profiles.1.decoding.method", "medusa", ["method='medusa'", "none, fused-draft, eagle"]),
-        ("profiles.1.decoding.method", "eagle3", ["method='eagle3'", "none, fused-draft, eagle"]),
+        ("profiles.1.decoding.method", "medusa", ["method='medusa'", "fused-draft", "eagle3", "dflash"]),
+        ("profiles.1.decoding.method", "eagle3", ["method='eagle3'", "legacy-v0 stack serves", PLUGIN_TAG]),
         ("serving.replicas", 3, ["claim 48 Neuron devices", "max_size"]),
         ("trn2_nodes.desired_size", 5, ["desired_size=5", "order them"]),
         ("trn2_nodes.disk_iops", 2000, ["trn2_nodes.disk_iops=2000", "greater than or equal to 3000"]),
@@ -238,12 +274,46 @@ def test_capacity_block_with_reservation_and_zone_is_valid():
     assert config.trn2_availability_zone == "us-east-2b"
 
 
-def test_eagle_needs_a_vllm_neuron_image_and_is_accepted_with_one():
+def test_the_vllm_neuron_example_serves_eagle3_on_the_plugin_image_at_tp_16():
+    from config import load_config
+    from tests.conftest import ROOT
+
+    config = load_config(ROOT / "config" / "vllm-neuron.yaml")
+    assert [(p.name, p.decoding.method, p.image.stack) for p in config.profiles] == [
+        ("baseline", "none", "vllm-neuron"),
+        ("eagle3", "eagle3", "vllm-neuron"),
+    ]
+    spec = config.profiles[1]
+    assert spec.image.tag == PLUGIN_TAG and (spec.image.vllm_version, spec.image.plugin_version) == ("0.29.0", "1.2.0")
+    assert (spec.placement.devices, spec.placement.tensor_parallel_size) == (4, 16)
+    draft = config.models[spec.decoding.draft]
+    assert draft.hf_id == "RedHatAI/Qwen3-32B-speculator.eagle3" and spec.decoding.num_speculative_tokens == 3
+    assert config.baseline_profile.name == "baseline"  # the speculative profile's baseline is on its own stack
+
+
+def test_dflash_at_tp_4_or_8_in_bf16_is_accepted():
+    for lnc, tp in ((2, 4), (1, 8)):
+        data = default_config_dict()
+        _plugin_dflash(data)
+        data["profiles"][1]["placement"] = {"devices": 1, "logical_neuron_cores": lnc, "tensor_parallel_size": tp}
+        assert parse_config(data).profiles[1].decoding.method == "dflash"
+
+
+def test_a_dflash_profile_at_tp_16_is_refused_with_a_sentence():
     data = default_config_dict()
-    data["serving"]["image"]["tag"] = "0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04"
-    data["profiles"][1]["decoding"]["method"] = "eagle"
-    config = parse_config(data)
-    assert config.profiles[1].image.stack == "vllm-neuron-v1"
+    _plugin_dflash(data)
+    data["profiles"][1]["placement"] = {"devices": 4, "tensor_parallel_size": 16}
+    assert problems_for(lambda d: d.update(data)) == [
+        "profiles[1] (speculative).placement.tensor_parallel_size=16 but DFlash on Neuron is validated for "
+        "tensor_parallel_size 4 or 8 only (vllm-neuron dflash.py); set devices: 1 with logical_neuron_cores: 2 "
+        "(TP 4) or logical_neuron_cores: 1 (TP 8), or use decoding.method: eagle3 for TP 16"
+    ]
+
+
+def test_a_pinned_ami_with_a_new_enough_driver_is_accepted_for_the_legacy_stack():
+    data = default_config_dict()
+    data["trn2_nodes"]["ami_release_version"] = "1.35.2-20260714"
+    assert parse_config(data).trn2_nodes.ami_release_version == "1.35.2-20260714"
 
 
 # --- property: random invalid configs raise ConfigError naming a field, never anything else -----------
@@ -320,16 +390,18 @@ def _field_names() -> set[str]:
 
 
 def test_every_cross_field_rule_has_a_row():
-    """A new `problems.append` in DeploymentConfig needs its row in CROSS_FIELD_RULES."""
+    """A new `problems.append` in DeploymentConfig or a stack's profile_problems needs its row in CROSS_FIELD_RULES."""
     import ast
     import inspect
 
     from config.schema import DeploymentConfig
+    from serving_stacks import STACKS
 
-    tree = ast.parse(inspect.getsource(DeploymentConfig))
+    sources = [inspect.getsource(DeploymentConfig), *(inspect.getsource(s.profile_problems) for s in STACKS)]
     appends = [
         n
-        for n in ast.walk(tree)
+        for source in sources
+        for n in ast.walk(ast.parse(source.strip() if source.startswith("def") else source))
         if isinstance(n, ast.Call)
         and isinstance(n.func, ast.Attribute)
         and n.func.attr == "append"

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from charts import render_serving
-from config import DeploymentConfig, parse_config
+from config import DeploymentConfig, load_config, parse_config
 from tests.conftest import ROOT, default_config_dict, variant_config_dict
 
 HERE = Path(__file__).parent
@@ -43,10 +45,10 @@ class Engine:
         return self.venv / "bin" / "python"
 
 
-# Selected by the vLLM version that leads the serving image's tag (e.g. 0.9.1-neuronx-py311-sdk2.26.1-...).
-# The vllm-neuron stack's vLLM (0.29.0) gets its own entry, lock file and script of the same shape.
+# Selected by the vLLM version that leads the serving image's tag (0.9.1-neuronx-..., 0.29.0.1.2.0-neuronx-...).
 ENGINES = {
     "0.9.1": Engine(venv=ROOT / ".venv-vllm-0.9.1", script=HERE / "vllm_0_9_1_check.py"),
+    "0.29.0": Engine(venv=ROOT / ".venv-vllm-0.29.0", script=HERE / "vllm_0_29_0_check.py"),
 }
 
 
@@ -65,10 +67,39 @@ def multi_profile_config() -> DeploymentConfig:
     return parse_config(data)
 
 
+def plugin_config() -> DeploymentConfig:
+    """The vllm-neuron example the README shows (config/vllm-neuron.yaml)."""
+    return load_config(ROOT / "config" / "vllm-neuron.yaml")
+
+
+def dflash_config() -> DeploymentConfig:
+    """DFlash on the vllm-neuron stack at TP 8 (one device, LNC 1) with a published drafter and its target.
+
+    No DFlash drafter exists for Qwen3-32B (none is validated on Neuron either), so this uses z-lab's Qwen3-8B
+    drafter. Their revisions are not known here: the all-zero revision marks fixture-only models
+    (fixtures/README.md); never deploy this config.
+    """
+    data = yaml.safe_load((ROOT / "config" / "vllm-neuron.yaml").read_text())
+    data["models"] = {
+        "qwen3-8b": {"hf_id": "Qwen/Qwen3-8B", "revision": "0" * 40, "tokenizer_family": "qwen3"},
+        "qwen3-8b-dflash": {"hf_id": "z-lab/Qwen3-8B-DFlash-b16", "revision": "0" * 40, "tokenizer_family": "qwen3"},
+    }
+    data["serving"]["target"] = "qwen3-8b"
+    data["serving"]["placement"] = {"devices": 1, "logical_neuron_cores": 1, "tensor_parallel_size": 8}
+    # k = the drafter's block_size (16) - 1: the plugin requires it (dflash.py), as its Qwen3 example runs it.
+    data["profiles"][1] = {
+        "name": "dflash",
+        "decoding": {"method": "dflash", "draft": "qwen3-8b-dflash", "num_speculative_tokens": 15},
+    }
+    return parse_config(data)
+
+
 CONFIGS = {
     "default": lambda: parse_config(default_config_dict()),
     "variant": lambda: parse_config(variant_config_dict()),
     "multi": multi_profile_config,
+    "plugin": plugin_config,
+    "dflash": dflash_config,
 }
 
 
@@ -119,7 +150,7 @@ def command_line(name: str, container: dict[str, Any], config: DeploymentConfig)
 
 
 def engine_for(image: str) -> str:
-    version = image.rsplit(":", 1)[1].split("-", 1)[0]
+    version = ".".join(image.rsplit(":", 1)[1].split("-", 1)[0].split(".")[:3])
     assert version in ENGINES, f"image {image}: no pinned vLLM {version} for the engine check; add it to ENGINES"
     return version
 
@@ -182,7 +213,7 @@ def all_command_lines() -> dict[str, list[dict[str, Any]]]:
             version = engine_for(container["image"])
             command = command_line(f"{config_name}/{name}", container, config)
             by_engine.setdefault(version, []).append(command)
-            if config_name == "default" and "--speculative-config" in command["argv"]:
+            if config_name in ("default", "plugin") and "--speculative-config" in command["argv"]:
                 by_engine[version].append(with_draft_len(command, 2048))
     return by_engine
 

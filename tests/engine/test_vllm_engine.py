@@ -20,8 +20,10 @@ def test_vllm_builds_its_engine_config_from_the_rendered_command_line(engine_res
 def test_every_profile_of_every_config_is_checked(engine_results):
     assert {n for n in engine_results if "+" not in n} == set(rendered_names())
     assert {"default/baseline", "default/speculative", "multi/spec-k5", "multi/spec-0-6b"} <= set(engine_results)
+    assert {"plugin/baseline", "plugin/eagle3", "dflash/dflash"} <= set(engine_results)
 
 
 def test_a_draft_longer_than_the_target_is_rejected_by_vllm(engine_results):
     """The check reaches create_engine_config(): today's defect (draft 2048 > target 1024) fails it."""
     assert TOO_LONG_DRAFT in engine_results["default/speculative+draft-len-2048"]
+    assert TOO_LONG_DRAFT in engine_results["plugin/eagle3+draft-len-2048"]

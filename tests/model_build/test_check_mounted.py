@@ -46,6 +46,23 @@ def test_matching_artifact_passes(mounted, plans, capsys, deep):
     assert code == 0 and text.startswith(f"OK: {mounted} matches profile speculative")
 
 
+def test_copy_to_copies_the_listed_files_after_a_passing_check(mounted, plans, capsys, tmp_path):
+    local = tmp_path / "node-local"
+    code, text = _run(capsys, mounted, plans["speculative"].expected(), "--copy-to", str(local))
+    assert code == 0 and f"to {local}" in text
+    listed = Manifest.from_json((mounted / MANIFEST_NAME).read_text()).files
+    assert sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file()) == sorted(
+        f.path for f in listed
+    )
+    assert all((local / f.path).read_bytes() == (mounted / f.path).read_bytes() for f in listed)
+
+
+def test_copy_to_copies_nothing_when_the_check_fails(mounted, plans, capsys, tmp_path):
+    local = tmp_path / "node-local"
+    code, _ = _run(capsys, mounted, plans["baseline"].expected(), "--copy-to", str(local))
+    assert code == 1 and not local.exists()
+
+
 def test_mismatch_names_the_field_and_the_build_command(mounted, plans, capsys):
     expected = plans["speculative"].expected()
     expected["inputs"] = {**expected["inputs"], "num_speculative_tokens": 5}

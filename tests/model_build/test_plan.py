@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from config import parse_config
+from config import load_config, parse_config
 from model_build.cli import main
 from model_build.errors import BuildError
 from model_build.neuron_config import GREEDY_SAMPLING
 from model_build.plan import CHECKED_NXDI_RELEASE, DEMO_PROMPT, build_plan
-from tests.conftest import default_config_dict
+from tests.conftest import ROOT, default_config_dict
 
 PROFILES = ["baseline", "speculative"]
 
@@ -139,13 +139,10 @@ def test_fused_spec_config_uses_the_recorded_parameters(default_config, nxdi_rec
     assert nxdi_recorded["qwen3"]["_model_cls"] == "NeuronQwen3Model"
 
 
-def test_eagle_profiles_are_refused_with_a_sentence():
-    data = default_config_dict()
-    data["serving"]["image"]["tag"] = "0.11.0-neuronx-py312-sdk2.27.0-ubuntu24.04"
-    data["profiles"][1]["decoding"]["method"] = "eagle"
-    config = parse_config(data)
-    with pytest.raises(BuildError, match="fused-draft profiles only"):
-        build_plan(config, config.profile("speculative"))
+def test_plugin_profiles_get_no_nxdi_plan():
+    config = load_config(ROOT / "config" / "vllm-neuron.yaml")
+    with pytest.raises(BuildError, match="NxDI"):
+        build_plan(config, config.profile("eagle3"))
 
 
 def test_unknown_model_family_is_refused():

@@ -1,5 +1,5 @@
 """Every valid config synthesizes the whole CDK app with zero cdk-nag findings and cfn-lint errors, not only
-the fixed configs: hypothesis draws two different ones per run (1 to 4 profiles, mixed decoding, k,
+the fixed configs: hypothesis draws two different ones per run (1 to 4 profiles, either stack, mixed decoding, k,
 devices x LNC, replicas, on demand or Capacity Block, retained bucket, alarm topic, both Kubernetes
 versions). Cost on 2 cores: a synth 1-2 s once jsii runs, cfn-lint ~6 s to start plus ~2.5 s per config;
 so a run checks two configs, and runs are not derandomized, so CI covers more of the space over time."""
@@ -39,13 +39,22 @@ def placements(draw: st.DrawFn) -> dict[str, int]:
     }
 
 
+PLUGIN_TAG = "0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04"
+EAGLE3_HEAD = {
+    "hf_id": "RedHatAI/Qwen3-32B-speculator.eagle3",
+    "revision": "dc84fe7ff1db31efa824776f49c141fc8195eb47",
+    "tokenizer_family": "qwen3",
+}
+
+
 @st.composite
-def profiles(draw: st.DrawFn, name: str) -> dict[str, Any]:
+def profiles(draw: st.DrawFn, name: str, plugin: bool) -> dict[str, Any]:
+    """A profile of the legacy-v0 stack (none / fused-draft) or of the vllm-neuron stack (none / eagle3)."""
     profile: dict[str, Any] = {"name": name}
     if draw(st.booleans()):
         profile["decoding"] = {
-            "method": "fused-draft",
-            "draft": draw(st.sampled_from(DRAFTS)),
+            "method": "eagle3" if plugin else "fused-draft",
+            "draft": "qwen3-32b-eagle3" if plugin else draw(st.sampled_from(DRAFTS)),
             "num_speculative_tokens": draw(st.integers(min_value=1, max_value=15)),
         }
     else:
@@ -61,7 +70,11 @@ def profiles(draw: st.DrawFn, name: str) -> dict[str, Any]:
 def valid_configs(draw: st.DrawFn) -> dict[str, Any]:
     data = copy.deepcopy(DEFAULT)
     names = draw(st.lists(st.sampled_from(PROFILE_NAMES), min_size=1, max_size=4, unique=True))
-    data["profiles"] = [draw(profiles(n)) for n in names]
+    plugin = draw(st.booleans())  # one stack per config: the node group's driver serves one (config rule)
+    if plugin:
+        data["serving"]["image"]["tag"] = PLUGIN_TAG
+        data["models"]["qwen3-32b-eagle3"] = EAGLE3_HEAD
+    data["profiles"] = [draw(profiles(n, plugin)) for n in names]
     data["serving"]["placement"] = draw(placements())
     data["kubernetes_version"] = draw(st.sampled_from(SUPPORTED_KUBERNETES_VERSIONS))
     data["bucket"]["retain_on_delete"] = draw(st.booleans())

@@ -9,15 +9,15 @@ import pytest
 from tests.conftest import THREE_PROFILE_CONFIGS, cfn_lint_errors
 
 
-def test_cfn_lint_reports_no_errors(synth, variant_synth, three_profile_synths):
-    synths = [synth, variant_synth, *three_profile_synths.values()]
+def test_cfn_lint_reports_no_errors(synth, variant_synth, three_profile_synths, plugin_synth):
+    synths = [synth, variant_synth, *three_profile_synths.values(), plugin_synth]
     for s in synths:
         assert len(list(s.outdir.glob("*.template.json"))) == len(s.templates)
     errors = cfn_lint_errors(*(s.outdir for s in synths))  # one cfn-lint run: its start-up costs seconds
     assert not errors, json.dumps(errors, indent=1)[:4000]
 
 
-@pytest.mark.parametrize("which", ["synth", "variant_synth", *THREE_PROFILE_CONFIGS])
+@pytest.mark.parametrize("which", ["synth", "variant_synth", "plugin_synth", *THREE_PROFILE_CONFIGS])
 def test_cdk_nag_has_no_unacknowledged_findings(which, request):
     s = (
         request.getfixturevalue("three_profile_synths")[which]
