@@ -351,6 +351,42 @@ class S3Store:
         finally:
             progress.close()
 
+    def check_etags(self, prefix: str, files: Sequence[LocalFile]) -> list[str]:
+        """Compare each object's ETag from one listing with the ETag the local bytes give: a cheap content check
+        that catches an object replaced or damaged with its size and sha256 metadata intact.
+
+        Under SSE-S3 (the models bucket's encryption) a single PUT's ETag is the MD5 of its bytes and a
+        multipart object's is the MD5 of its parts' MD5s, "-N" (the part size is read with one HeadObject
+        PartNumber=1). Costs one local MD5 pass over the tree and no S3 data transfer.
+        """
+        listed = self.list_objects(prefix)
+        progress = Progress(
+            "checking ETags", sum(f.size for f in files), stream=self.stream, interval=self.settings.progress_interval
+        )
+
+        def one(f: LocalFile) -> str | None:
+            size, etag = listed.get(prefix + f.path, (None, None))
+            if size is None or etag is None:
+                return f"{f.path}: missing from {self.url(prefix)}"
+            if size != f.size:
+                return f"{f.path}: size is {size} bytes, expected {f.size}"
+            part_size = self._first_part_size(prefix + f.path) if "-" in etag else None
+            local = _local_etag(f.abspath, f.size, part_size, progress)
+            if local != etag:
+                return f"{f.path}: S3 ETag {etag} differs from the local bytes' {local} (damaged or replaced)"
+            return None
+
+        try:
+            return [p for p in self._map(one, files) if p]
+        finally:
+            progress.close()
+
+    def _first_part_size(self, key: str) -> int:
+        try:
+            return int(self.client.head_object(Bucket=self.bucket, Key=key, PartNumber=1)["ContentLength"])
+        except Exception as err:
+            raise self._denied(err, key) from err
+
     # --- upload ----------------------------------------------------------------------------------
 
     def upload(
@@ -583,6 +619,24 @@ def _read_back(remote: RemoteObject | None, f: LocalFile, url: str) -> None:
             "publisher is writing different content to this prefix. Stop it, then re-run",
             EXIT_FAILED,
         )
+
+
+def _local_etag(path: Path, size: int, part_size: int | None, progress: Progress) -> str:
+    """The ETag S3 gives these bytes under SSE-S3: a single PUT's is their MD5 (`part_size` None), a multipart
+    upload's the MD5 of its parts' MD5s and "-<parts>"."""
+    step = part_size or max(size, 1)
+    digests = []
+    with path.open("rb") as fh:
+        for _ in range(max(1, math.ceil(size / step))):
+            h, left = hashlib.md5(usedforsecurity=False), step
+            while left > 0 and (chunk := fh.read(min(_READ_CHUNK, left))):
+                h.update(chunk)
+                left -= len(chunk)
+                progress.advance(len(chunk))
+            digests.append(h)
+    if part_size is None:
+        return digests[0].hexdigest()
+    return f"{hashlib.md5(b''.join(d.digest() for d in digests), usedforsecurity=False).hexdigest()}-{len(digests)}"
 
 
 def _same_part(prior: dict[str, Any], size: int, crc32_b64: str, md5_hex: str) -> bool:
