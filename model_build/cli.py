@@ -128,7 +128,7 @@ class Context:
     @cached_property
     def store(self) -> S3Store:
         probe_endpoint(self.config.region, self.bucket, self.stream)
-        client = make_s3_client(self.config.region, self.settings)
+        client = make_s3_client(self.config.region, self.settings, self.stream)
         return S3Store(client, self.bucket, self.settings, stream=self.stream)
 
     def plan(self, *, out_dir: str | None = None, bucket: str | None = None) -> BuildPlan:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from config.exit_codes import EXIT_FAILED
+from model_build import aws_clients
 from model_build.errors import BuildError
 from model_build.progress import DEFAULT_LOG_INTERVAL_S, Progress
 
@@ -294,6 +295,12 @@ class S3Store:
             raise self._denied(err, prefix) from err
 
     def _denied(self, err: Exception, key: str) -> Exception:
+        if _no_answer(err):
+            return BuildError(
+                f"S3 did not answer for {self.url(key)} ({err}), {aws_clients.ATTEMPTS} attempts of at most "
+                f"{aws_clients.READ_S:g} s each. Nothing was published (no manifest was written); check the network "
+                "path (NAT gateway, VPC endpoint, proxy, AWS_ENDPOINT_URL) and re-run: it resumes"
+            )
         if _status(err) == 403:
             return BuildError(
                 f"access denied to {self.url(key)}; the credentials in use lack S3 permissions on this prefix "
@@ -850,10 +857,23 @@ class _UploadRun:
 def _upload_failed(path: str, url: str, err: Exception) -> BuildError:
     if isinstance(err, BuildError):
         return err
+    if _no_answer(err):
+        return BuildError(
+            f"uploading {path} to {url}: S3 did not answer ({err}), {aws_clients.ATTEMPTS} attempts of at most "
+            f"{aws_clients.READ_S:g} s each. Nothing was published (no manifest was written); check the network path "
+            "and re-run the same command: it skips what is already uploaded and resumes partial files"
+        )
     return BuildError(
         f"uploading {path} to {url} failed: {type(err).__name__}: {err}. Nothing was published (no manifest "
         "was written); re-run the same command: it skips what is already uploaded and resumes partial files"
     )
+
+
+def _no_answer(err: Exception) -> bool:
+    """A connection refused, reset or timed out: the endpoint gave no answer at all (after every retry)."""
+    from botocore.exceptions import ConnectionClosedError, ConnectionError, ReadTimeoutError
+
+    return isinstance(err, ConnectionError | ReadTimeoutError | ConnectionClosedError)
 
 
 def _status(err: Exception) -> int | None:
@@ -871,19 +891,9 @@ def _error_code(err: Exception) -> str | None:
     return response.get("Error", {}).get("Code") if isinstance(response, dict) else None
 
 
-def make_s3_client(region: str, settings: TransferSettings) -> Any:
-    """A boto3 S3 client sized for the transfer pool (AWS_ENDPOINT_URL is honoured by boto3 itself)."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        region_name=region,
-        config=Config(
-            max_pool_connections=settings.concurrency + 4,
-            retries={"mode": "standard", "max_attempts": 10},
-            connect_timeout=10,
-            read_timeout=120,
-            tcp_keepalive=True,
-        ),
+def make_s3_client(region: str, settings: TransferSettings, stream: TextIO | None = None) -> Any:
+    """A boto3 S3 client sized for the transfer pool, every call bounded (model_build/aws_clients.py: a silent
+    endpoint fails a request within SILENT_BOUND_S, each attempt shown). AWS_ENDPOINT_URL is honoured by boto3."""
+    return aws_clients.client(
+        "s3", region, stream=stream, max_pool_connections=settings.concurrency + 4, tcp_keepalive=True
     )

@@ -29,8 +29,9 @@ def new_run_id() -> str:
 
 
 def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0) -> int:
-    import boto3  # lazily: rendering needs no AWS
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError  # lazily: rendering needs no AWS
+
+    from model_build import aws_clients
 
     config = load_config(config_path)
     account = aws_account(config)
@@ -45,7 +46,7 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
     local.parent.mkdir(exist_ok=True)
     bucket, key = config.models_bucket_name(account), results_key(run_id)
     try:
-        boto3.client("s3", region_name=config.region).download_file(bucket, key, str(local))
+        aws_clients.client("s3", config.region).download_file(bucket, key, str(local))
     except (BotoCoreError, ClientError) as err:
         raise BuildError(
             f"job/{job} finished but s3://{bucket}/{key} could not be read ({err}); see kubectl -n {ns} logs job/{job}"
