@@ -3,7 +3,9 @@ a Job with kubectl and follow it to its end. Failures become sentences that say 
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -47,6 +49,13 @@ def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subproc
             "cannot reach the cluster, " + KUBECONFIG_HINT.format(cluster="<name>-eks", region="<region>")
         )
     return result
+
+
+def account_id(text: str) -> str:
+    """argparse type of --account: an AWS account id is exactly 12 digits (it names the models bucket)."""
+    if not re.fullmatch(r"\d{12}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an AWS account id (12 digits, e.g. 123456789012)")
+    return text
 
 
 def aws_account(config: DeploymentConfig) -> str:

@@ -21,7 +21,7 @@ from config import load_config
 from config.bucket_layout import results_key
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError
-from ops.kubectl import apply, aws_account, follow_job, run_or_print
+from ops.kubectl import account_id, apply, aws_account, follow_job, run_or_print
 
 
 def new_run_id() -> str:
@@ -51,9 +51,11 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
         raise BuildError(
             f"job/{job} finished but s3://{bucket}/{key} could not be read ({err}); see kubectl -n {ns} logs job/{job}"
         ) from None
-    subprocess.run(
-        [sys.executable, "-m", "bench", "report", str(local), "--out", str(local.with_suffix(""))], check=True
-    )
+    report = [sys.executable, "-m", "bench", "report", str(local), "--out", str(local.with_suffix(""))]
+    if subprocess.run(report).returncode != 0:
+        raise BuildError(
+            f"the results are in {local}, but their report failed (above); run it again: {' '.join(report)}"
+        )
     print(f"results: {local}; report: {local.with_suffix('')}/")
     return EXIT_OK
 
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.run_benchmark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=None)
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--account", help="print the Job YAML for the bucket of this AWS account id")
+    mode.add_argument("--account", type=account_id, help="print the Job YAML for the bucket of this AWS account id")
     mode.add_argument("--apply", action="store_true", help="run the benchmark on the cluster and wait for it")
     args = parser.parse_args(argv)
     return run_or_print(

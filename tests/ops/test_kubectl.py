@@ -22,16 +22,18 @@ from urllib.parse import urlsplit
 import pytest
 
 from config import load_config
-from config.bucket_layout import artifact_prefix, checkpoint_prefix
+from config.bucket_layout import artifact_prefix, checkpoint_prefix, results_key
 from model_build.errors import BuildError
 from model_build.manifest import MANIFEST_NAME
 from model_build.plan import build_plan
 from model_build.publish import publish_artifact
 from model_build.transfer import S3Store
 from ops import kubectl as ops_kubectl
+from ops import run_benchmark as run_benchmark_module
 from ops.build_artifact import main as build_main
 from ops.build_artifact import run_build
 from ops.kubectl import apply, follow_job, start_job
+from ops.run_benchmark import main as bench_main
 from ops.stage_checkpoints import main as stage_main
 from ops.stage_checkpoints import run_stage
 from tests.conftest import MOTO_ACCOUNT
@@ -375,3 +377,32 @@ def test_a_kubectl_that_hangs_is_stopped_at_the_deadline_with_a_sentence(tmp_pat
     monkeypatch.setattr(ops_kubectl, "DEADLINE_S", 1.0)
     with pytest.raises(BuildError, match=r"`kubectl -n ns apply -f -` did not finish within 1 s: .*api_public_cidrs"):
         apply("ns", _job("job-a"))
+
+
+@pytest.mark.parametrize("main", [build_main, stage_main, bench_main])
+@pytest.mark.parametrize("account", ["abc", "12", "1234567890123", "12345678901x"])
+def test_a_bad_account_id_is_one_usage_line(main, account, capsys):
+    args = ["baseline"] if main is build_main else []
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--account", account])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --account: '{account}' is not an AWS account id (12 digits" in err and "Traceback" not in err
+
+
+def test_a_bench_whose_report_fails_keeps_the_results_and_says_how_to_rerun(
+    aws_env, fake_kubectl, monkeypatch, tmp_path, capsys
+):
+    import boto3
+
+    _bucket(staged=[])
+    config = load_config()
+    boto3.client("s3", region_name=config.region).put_object(
+        Bucket=config.models_bucket_name(MOTO_ACCOUNT), Key=results_key("run1"), Body=b"not a results file"
+    )
+    monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda: "run1")
+    monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BuildError, match=r"the results are in bench-results/run1.json, but their report failed"):
+        run_benchmark_module.run_bench(None, [], poll_s=0)
+    assert (tmp_path / "bench-results" / "run1.json").read_bytes() == b"not a results file"
