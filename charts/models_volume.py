@@ -44,9 +44,7 @@ class ModelsVolume(Construct):
                 storage_class_name="",
                 persistent_volume_reclaim_policy="Retain",  # deleting the PV never touches the bucket
                 claim_ref=k8s.ObjectReference(namespace=namespace, name=name),
-                # allow-other: the non-root init check reads the mount too (Mountpoint serves only the mounting
-                # user otherwise); files stay read-only for everyone.
-                mount_options=["read-only", "allow-other", f"region {region}", "metadata-ttl indefinite"],
+                mount_options=["read-only", f"region {region}", "metadata-ttl indefinite"],
                 csi=k8s.CsiPersistentVolumeSource(
                     driver=CSI_DRIVER,
                     volume_handle=f"{namespace}-{name}",

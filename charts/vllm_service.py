@@ -129,7 +129,9 @@ def verify_artifact_container(config: DeploymentConfig, profile: ServingProfile)
         image=profile.image.uri,
         command=check_mounted.command(artifact_dir(config, profile), expected),
         env=[k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH)],
-        security_context=non_root(),  # stdlib Python reading the read-only mount (allow-other) needs no root
+        # Stdlib Python reading the mount needs no root: Mountpoint CSI driver v2 runs Mountpoint itself as non-root
+        # and opens the mount to the workload's users (its docs/UPGRADING_TO_V2.md).
+        security_context=non_root(),
         resources=k8s.ResourceRequirements(
             requests={"cpu": k8s.Quantity.from_string("500m"), "memory": gi(1)},
             limits={"cpu": k8s.Quantity.from_string("1"), "memory": gi(1)},

@@ -78,11 +78,6 @@ def test_the_benchmark_writes_only_to_its_empty_dirs(pods):
         assert any(path == w or path.startswith(w.rstrip("/") + "/") for w in writable), (path, writable)
 
 
-def test_the_models_mount_admits_the_non_root_init_check(serving_objects):
-    for pv in of_kind(serving_objects, "PersistentVolume").values():
-        assert {"read-only", "allow-other"} <= set(pv["spec"]["mountOptions"]), pv["metadata"]["name"]
-
-
 # --- NetworkPolicy ---------------------------------------------------------------------------
 
 
