@@ -23,9 +23,10 @@ import bisect
 import functools
 import gc
 import json
+import os
 import random
 import time
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,6 +36,7 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
 from bench.results import RequestRecord, Stop, TokenSource
+from config.api_key import API_KEY_ENV
 
 Api = Literal["chat", "completions"]
 
@@ -127,7 +129,15 @@ def make_session(limit: int = 0) -> aiohttp.ClientSession:
     if not hasattr(connector, "_factory"):
         raise RuntimeError(f"aiohttp {aiohttp.__version__} has no TCPConnector._factory; use the pinned aiohttp")
     connector._factory = functools.partial(_StampingHandler, loop=asyncio.get_running_loop())
-    return aiohttp.ClientSession(connector=connector, trace_configs=[trace], trust_env=False)
+    return aiohttp.ClientSession(
+        connector=connector, trace_configs=[trace], trust_env=False, headers=auth_headers(os.environ)
+    )
+
+
+def auth_headers(env: Mapping[str, str]) -> dict[str, str]:
+    """`Authorization: Bearer <key>` when the services require an API key (the bench Job gets it from the Secret)."""
+    key = env.get(API_KEY_ENV, "")
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 @dataclass

@@ -17,21 +17,29 @@ from constructs import Construct
 from charts.code_bundle import (
     CONFIG_PATH,
     CodeArchive,
+    install_locked,
     job_code_env,
     job_code_mounts,
     job_code_volumes,
     lock_pins,
+    locked_requirements,
     python_files,
     unpack_command,
 )
 from charts.neuron_claim import gi
+from charts.pod_security import non_root
+from charts.vllm_service import api_key_env
 from config.bucket_layout import results_key
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 
 BENCH_SERVICE_ACCOUNT = "bench"
 BENCH_CODE_CONFIG_MAP = "trn-specdec-bench-code"
+BENCH_REQUIREMENTS_CONFIG_MAP = "trn-specdec-bench-requirements"
+REQUIREMENTS_PATH = "/etc/trn-specdec-requirements"
+REQUIREMENTS_KEY = "requirements.txt"
 BENCH_IMAGE = "public.ecr.aws/docker/library/python:3.11-slim-bookworm"
 RESULTS_PATH = "/results"
+SCRATCH_TMP = "/tmp"  # UNPACKED_PATH and DEPS_PATH are under it
 BENCH_DEADLINE_HOURS = 4
 # The client's runtime packages, pinned to the versions requirements.lock holds.
 RUNTIME_PACKAGES = ("aiohttp", "pydantic", "pyyaml", "boto3")
@@ -78,7 +86,7 @@ def bench_script(
         [
             "set -euo pipefail",
             unpack_command(),
-            "pip install --quiet --no-cache-dir --disable-pip-version-check " + " ".join(pinned_runtime_packages()),
+            install_locked(f"{REQUIREMENTS_PATH}/{REQUIREMENTS_KEY}"),
             shlex.join(run),
         ]
     )
@@ -92,6 +100,21 @@ class BenchmarkSupport(Construct):
         super().__init__(scope, construct_id)
         k8s.KubeServiceAccount(self, "ServiceAccount", metadata=k8s.ObjectMeta(name=BENCH_SERVICE_ACCOUNT))
         self.code = CodeArchive(self, "Code", name=BENCH_CODE_CONFIG_MAP, files=bench_code_files())
+
+
+class BenchmarkRequirements(Construct):
+    """The client's packages with every hash the lock holds, for `pip install --require-hashes`. Its own
+    ConfigMap (and chart group): the hashes of every platform's wheels are about 80 KB, too much to share a
+    manifest with the code under the kubectl handler's payload limit."""
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        k8s.KubeConfigMap(
+            self,
+            "ConfigMap",
+            metadata=k8s.ObjectMeta(name=BENCH_REQUIREMENTS_CONFIG_MAP),
+            data={REQUIREMENTS_KEY: locked_requirements(*RUNTIME_PACKAGES)},
+        )
 
 
 class BenchmarkJob(Construct):
@@ -134,7 +157,10 @@ class BenchmarkJob(Construct):
                                 ],
                                 env=[
                                     *job_code_env(config.region),
+                                    k8s.EnvVar(name="HOME", value=SCRATCH_TMP),  # pip and boto3 look there
+                                    *api_key_env(config),
                                 ],
+                                security_context=non_root(),
                                 resources=k8s.ResourceRequirements(
                                     requests={"cpu": k8s.Quantity.from_string("1"), "memory": gi(2)},
                                     limits={"cpu": k8s.Quantity.from_string("2"), "memory": gi(2)},
@@ -142,12 +168,20 @@ class BenchmarkJob(Construct):
                                 volume_mounts=[
                                     *job_code_mounts(),
                                     k8s.VolumeMount(name="results", mount_path=RESULTS_PATH),
+                                    k8s.VolumeMount(name="tmp", mount_path=SCRATCH_TMP),
+                                    k8s.VolumeMount(name="requirements", mount_path=REQUIREMENTS_PATH, read_only=True),
                                 ],
                             )
                         ],
                         volumes=[
                             *job_code_volumes(BENCH_CODE_CONFIG_MAP),
                             k8s.Volume(name="results", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(1))),
+                            # The root file system is read-only: the code, its packages and HOME live here.
+                            k8s.Volume(name="tmp", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(2))),
+                            k8s.Volume(
+                                name="requirements",
+                                config_map=k8s.ConfigMapVolumeSource(name=BENCH_REQUIREMENTS_CONFIG_MAP),
+                            ),
                         ],
                     ),
                 ),

@@ -13,6 +13,7 @@ import gzip
 import io
 import re
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -29,24 +30,75 @@ CONFIGMAP_LIMIT = 1_000_000  # bytes; Kubernetes rejects larger ConfigMaps
 ARCHIVE_PATH = "/opt/trn-specdec-archive"
 ARCHIVE_KEY = "code.tar.gz"
 UNPACKED_PATH = "/tmp/trn-specdec"  # PYTHONPATH of jobs that ship a CodeArchive
+DEPS_PATH = "/tmp/trn-specdec-deps"  # where install_locked() puts packages; on PYTHONPATH after the code
+REQUIREMENTS_DIR = "requirements"  # generated requirements files inside a CodeArchive
 
 
 def lock_pins(*names: str) -> list[str]:
-    """`name==version` as requirements.lock pins them, for jobs that pip-install into a stock image."""
-    lock = (ROOT / "requirements.lock").read_text()
+    """`name==version` as requirements.lock pins them."""
+    entries = _lock_entries()
     pins = []
     for name in names:
-        match = re.search(rf"^{re.escape(name)}==([^\s\\]+)", lock, re.MULTILINE)
-        if not match:
+        if _norm(name) not in entries:
             raise ValueError(f"{name} is not pinned in requirements.lock; add it to pyproject.toml and relock")
-        pins.append(f"{name}=={match.group(1)}")
+        pins.append(entries[_norm(name)].text.split(" ", 1)[0].split(";", 1)[0].strip())
     return pins
 
 
-def install_if_missing(module: str, package: str) -> str:
-    """A shell line that pip-installs the locked `package` only if the image cannot import `module`."""
-    (pin,) = lock_pins(package)
-    return f'python3 -c "import {module}" 2>/dev/null || pip install --quiet --no-cache-dir {pin}'
+@dataclass(frozen=True)
+class _LockEntry:
+    text: str  # the pin line with its markers and every --hash line, as in the lock
+    via: frozenset[str]  # the packages (normalised names) that require it
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _lock_entries() -> dict[str, _LockEntry]:
+    """requirements.lock (uv's universal, hash-pinned format) as name -> entry."""
+    entries: dict[str, _LockEntry] = {}
+    blocks = re.split(r"^(?=[A-Za-z0-9])", (ROOT / "requirements.lock").read_text(), flags=re.MULTILINE)
+    for block in blocks:
+        match = re.match(r"([A-Za-z0-9._-]+)==", block)
+        if not match:
+            continue
+        pin = [line for line in block.splitlines() if not line.lstrip().startswith("#")]
+        comments = " ".join(line.strip().lstrip("#") for line in block.splitlines() if line.lstrip().startswith("#"))
+        via = comments.split("via", 1)[1] if "via" in comments else ""
+        entries[_norm(match.group(1))] = _LockEntry(
+            "\n".join(pin).rstrip(" \\\n"), frozenset(_norm(w) for w in re.findall(r"[A-Za-z0-9._-]+", via))
+        )
+    return entries
+
+
+def locked_requirements(*names: str) -> str:
+    """A requirements file for `pip install --require-hashes`: `names` and everything that requires them in the
+    lock, with every hash the lock holds. pip refuses the install if any dependency is missing from it."""
+    entries = _lock_entries()
+    lock_pins(*names)  # a sentence for a name the lock lacks
+    needed = {_norm(n) for n in names}
+    while grown := {n for n, e in entries.items() if n not in needed and e.via & needed}:
+        needed |= grown
+    return "".join(entries[n].text + "\n" for n in sorted(needed))
+
+
+def install_locked(requirements_file: str, *, unless_importable: str | None = None) -> str:
+    """A shell line that pip-installs a locked_requirements() file into DEPS_PATH: every file checked against the
+    lock's hashes, wheels only (no build step runs), nothing written into the image's own site-packages. With
+    `unless_importable`, only when the image cannot import those modules."""
+    install = (
+        "pip install --quiet --no-cache-dir --disable-pip-version-check --require-hashes --only-binary :all: "
+        f"--target {DEPS_PATH} -r {requirements_file}"
+    )
+    if unless_importable is None:
+        return install
+    return f'python3 -c "import {unless_importable}" 2>/dev/null || {install}'
+
+
+def archived_requirements(name: str) -> str:
+    """Where requirements/<name>.txt of a CodeArchive is once unpack_command() ran."""
+    return f"{UNPACKED_PATH}/{REQUIREMENTS_DIR}/{name}.txt"
 
 
 def python_files(*packages: str) -> list[str]:
@@ -71,11 +123,21 @@ class CodeBundle(Construct):
 class CodeArchive(Construct):
     """Files as one reproducible tar.gz (fixed mtimes and owners), in a ConfigMap's binaryData."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, name: str, files: list[str]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        files: list[str],
+        requirements: dict[str, str] | None = None,
+    ) -> None:
+        """`requirements`: name -> text of requirements/<name>.txt, for install_locked()."""
         super().__init__(scope, construct_id)
         self.name = name
         self.files = sorted(files)
-        self.archive = build_archive(self.files)
+        generated = {f"{REQUIREMENTS_DIR}/{k}.txt": v.encode() for k, v in (requirements or {}).items()}
+        self.archive = build_archive(self.files, generated)
         if len(self.archive) * 4 // 3 > CONFIGMAP_LIMIT:
             raise ValueError(f"code archive {name} is {len(self.archive)} bytes, too large for a ConfigMap")
         self.config_map = k8s.KubeConfigMap(
@@ -86,11 +148,12 @@ class CodeArchive(Construct):
         )
 
 
-def build_archive(files: list[str]) -> bytes:
+def build_archive(files: list[str], generated: dict[str, bytes] | None = None) -> bytes:
+    """Repository `files` plus `generated` (archive path -> bytes), in a fixed order with fixed metadata."""
+    contents = {f: (ROOT / f).read_bytes() for f in files} | (generated or {})
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for f in sorted(files):
-            data = (ROOT / f).read_bytes()
+        for f, data in sorted(contents.items()):
             info = tarfile.TarInfo(f)
             info.size, info.mode, info.mtime = len(data), 0o644, 0
             tar.addfile(info, io.BytesIO(data))
@@ -104,7 +167,7 @@ def archive_volume(config_map: str, volume_name: str = "code") -> k8s.Volume:
 def job_code_env(region: str) -> list[k8s.EnvVar]:
     """Env of a Job that runs shipped code: the unpacked archive on PYTHONPATH, unbuffered logs, the region."""
     return [
-        k8s.EnvVar(name="PYTHONPATH", value=UNPACKED_PATH),
+        k8s.EnvVar(name="PYTHONPATH", value=f"{UNPACKED_PATH}:{DEPS_PATH}"),
         k8s.EnvVar(name="PYTHONUNBUFFERED", value="1"),
         k8s.EnvVar(name="AWS_REGION", value=region),
     ]

@@ -16,15 +16,18 @@ from constructs import Construct
 from charts.code_bundle import (
     CONFIG_PATH,
     CodeArchive,
-    install_if_missing,
+    archived_requirements,
+    install_locked,
     job_code_env,
     job_code_mounts,
     job_code_volumes,
+    locked_requirements,
     python_files,
     unpack_command,
 )
 from charts.models_volume import MOUNT_PATH, ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
+from charts.pod_security import image_user
 from charts.vllm_args import vllm_args
 from config.schema import ConfigError, DeploymentConfig, ServingProfile
 from model_build.digest import profile_digest
@@ -38,6 +41,11 @@ BUILD_DEADLINE_HOURS = 6
 def build_code_files() -> list[str]:
     """model_build and the config it reads; pydantic and PyYAML come with vLLM in the serving image."""
     return python_files("model_build", "config", "serving_stacks")
+
+
+def build_requirements() -> dict[str, str]:
+    """What the build and staging Jobs may install when the serving image lacks it, hash-pinned from the lock."""
+    return {"build": locked_requirements("boto3"), "stage": locked_requirements("boto3", "huggingface-hub")}
 
 
 def build_service_account(profile: ServingProfile) -> str:
@@ -74,7 +82,9 @@ def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name:
         [
             "set -euo pipefail",
             unpack_command(),
-            install_if_missing("boto3", "boto3"),  # for publish, at the locked version, only if the image lacks it
+            install_locked(
+                archived_requirements("build"), unless_importable="boto3"
+            ),  # publish needs boto3; hash-checked, only if missing
             f"{cli} plan {profile.name}",
             compile_command(config, profile, cli, out),
             f"{cli} publish {profile.name} --from {out}",
@@ -89,7 +99,9 @@ class ModelBuildSupport(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, bucket_name: str) -> None:
         super().__init__(scope, construct_id)
-        self.code = CodeArchive(self, "Code", name=BUILD_CODE_CONFIG_MAP, files=build_code_files())
+        self.code = CodeArchive(
+            self, "Code", name=BUILD_CODE_CONFIG_MAP, files=build_code_files(), requirements=build_requirements()
+        )
         for profile in config.profiles:
             k8s.KubeServiceAccount(
                 self,
@@ -161,6 +173,7 @@ class ModelBuildJob(Construct):
                                     k8s.EnvVar(name="BASE_COMPILE_WORK_DIR", value=f"{SCRATCH_PATH}/nxd_model"),
                                 ],
                                 resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
+                                security_context=image_user(),
                                 volume_mounts=[
                                     k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=True),
                                     k8s.VolumeMount(name="scratch", mount_path=SCRATCH_PATH),

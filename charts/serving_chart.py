@@ -10,9 +10,10 @@ import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.bench_job import BenchmarkSupport
+from charts.bench_job import BenchmarkRequirements, BenchmarkSupport
 from charts.code_bundle import CodeBundle, ConfigFile
 from charts.model_build_job import ModelBuildSupport
+from charts.pod_security import network_policies
 from charts.stage_job import STAGE_SERVICE_ACCOUNT
 from charts.vllm_service import VllmService
 from config.schema import DeploymentConfig
@@ -36,7 +37,11 @@ class BaseChart(cdk8s.Chart):
         )
         self.config_file = ConfigFile(self, "Config", config=config)
         self.verify_code = CodeBundle(self, "VerifyCode", name="trn-specdec-verify-code", files=VERIFY_CODE)
-        for child in (self.config_file, self.verify_code):
+        self.network_policies = [
+            k8s.KubeNetworkPolicy(self, name, metadata=k8s.ObjectMeta(name=name), spec=spec)
+            for name, spec in network_policies([p.port for p in config.profiles])
+        ]
+        for child in (self.config_file, self.verify_code, *self.network_policies):
             child.node.add_dependency(self.namespace_object)
 
 
@@ -56,4 +61,7 @@ def render_groups(config: DeploymentConfig, bucket_name: str) -> dict[str, list[
     bench = _chart(app, "bench", config)
     BenchmarkSupport(bench, "Bench")
     groups[bench.node.id] = bench.to_json()
+    requirements = _chart(app, "bench-requirements", config)
+    BenchmarkRequirements(requirements, "Requirements")
+    groups[requirements.node.id] = requirements.to_json()
     return groups

@@ -17,7 +17,8 @@ from constructs import Construct
 
 from charts.code_bundle import (
     CONFIG_PATH,
-    install_if_missing,
+    archived_requirements,
+    install_locked,
     job_code_env,
     job_code_mounts,
     job_code_volumes,
@@ -25,6 +26,7 @@ from charts.code_bundle import (
 )
 from charts.model_build_job import BUILD_CODE_CONFIG_MAP
 from charts.neuron_claim import gi, trn2_node_placement
+from charts.pod_security import image_user
 from config.schema import DeploymentConfig
 
 STAGE_SERVICE_ACCOUNT = "checkpoints-stage"
@@ -49,8 +51,9 @@ def stage_script(keys: list[str], bucket_name: str) -> str:
             "set -euo pipefail",
             f"trap 'rm -rf {SCRATCH_PATH}/hf {SCRATCH_PATH}/hf-home' EXIT",  # the node's disk is shared with the build and the services
             unpack_command(),
-            install_if_missing("boto3", "boto3"),
-            install_if_missing("huggingface_hub", "huggingface-hub"),
+            install_locked(
+                archived_requirements("stage"), unless_importable="boto3, huggingface_hub"
+            ),  # hash-checked, only if missing
             f"python3 -m model_build --config {CONFIG_PATH}/config.yaml --bucket {bucket_name} "
             f"stage-checkpoints {models} --scratch {SCRATCH_PATH}/hf",
         ]
@@ -99,6 +102,7 @@ class StageCheckpointsJob(Construct):
                                     ),
                                 ],
                                 resources=k8s.ResourceRequirements(requests=fixed, limits=fixed),
+                                security_context=image_user(),
                                 volume_mounts=[
                                     k8s.VolumeMount(name="scratch", mount_path=SCRATCH_PATH),
                                     *job_code_mounts(),

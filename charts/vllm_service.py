@@ -8,7 +8,9 @@ from constructs import Construct
 from charts.code_bundle import CODE_PATH, CodeBundle
 from charts.models_volume import MOUNT_PATH, ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
+from charts.pod_security import image_user, non_root
 from charts.vllm_args import artifact_dir, vllm_args, vllm_env
+from config.api_key import API_KEY_ENV, API_KEY_SECRET_KEY
 from config.schema import DeploymentConfig, ServingProfile
 from model_build import check_mounted
 from model_build.digest import artifact_inputs, profile_digest
@@ -130,6 +132,9 @@ def verify_artifact_container(config: DeploymentConfig, profile: ServingProfile)
         image=profile.image.uri,
         command=check_mounted.command(artifact_dir(config, profile), expected, copy_to=copy_to),
         env=[k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH)],
+        # Stdlib Python reading the mount needs no root: Mountpoint CSI driver v2 runs Mountpoint itself as non-root
+        # and opens the mount to the workload's users (its docs/UPGRADING_TO_V2.md).
+        security_context=non_root(),
         resources=k8s.ResourceRequirements(
             requests={"cpu": k8s.Quantity.from_string("500m"), "memory": gi(1)},
             limits={"cpu": k8s.Quantity.from_string("1"), "memory": gi(1)},
@@ -156,12 +161,25 @@ def vllm_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Con
         image=profile.image.uri,
         command=["vllm"],
         args=vllm_args(config, profile),
-        env=[k8s.EnvVar(name=k, value=v) for k, v in sorted(vllm_env(config, profile).items())],
+        env=[
+            *(k8s.EnvVar(name=k, value=v) for k, v in sorted(vllm_env(config, profile).items())),
+            *api_key_env(config),
+        ],
+        security_context=image_user(),
         ports=[k8s.ContainerPort(name="http", container_port=profile.port)],
         resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
         volume_mounts=[MODELS_MOUNT, k8s.VolumeMount(name="dshm", mount_path="/dev/shm"), *local_cache_mounts(profile)],
         **health_probes(profile),
     )
+
+
+def api_key_env(config: DeploymentConfig) -> list[k8s.EnvVar]:
+    """VLLM_API_KEY from the configured Secret: vLLM then requires `Authorization: Bearer <key>` on /v1 (an env
+    var, not `--api-key`, so the key never shows in the pod's command line). None configured: no key."""
+    if config.api_key_secret is None:
+        return []
+    ref = k8s.SecretKeySelector(name=config.api_key_secret, key=API_KEY_SECRET_KEY, optional=False)
+    return [k8s.EnvVar(name=API_KEY_ENV, value_from=k8s.EnvVarSource(secret_key_ref=ref))]
 
 
 def health_probes(profile: ServingProfile) -> dict[str, k8s.Probe]:

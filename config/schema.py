@@ -401,6 +401,12 @@ class DeploymentConfig(_Strict):
         description="The profile every speedup is measured against (bench, dashboard); it must not speculate. "
         "Default: the first profile without speculation.",
     )
+    api_key_secret: Name | None = Field(
+        default=None,
+        description="Name of a Secret in the namespace holding the key `api-key`: every vLLM service then requires "
+        "`Authorization: Bearer <key>` on /v1 requests and the benchmark Job sends it. Default: no key (the "
+        "namespace's NetworkPolicy still admits only its own pods).",
+    )
 
     @model_validator(mode="before")
     @classmethod

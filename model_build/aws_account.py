@@ -8,10 +8,11 @@ from model_build.errors import BuildError
 
 def caller_account(region: str, fix: str) -> str:
     """The account id; on failure a BuildError saying why and `fix`, what the person should do."""
-    import boto3  # lazily: importing model_build must not need the AWS SDK
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError  # lazily: importing model_build needs no AWS SDK
+
+    from model_build import aws_clients
 
     try:
-        return boto3.client("sts", region_name=region).get_caller_identity()["Account"]
+        return aws_clients.client("sts", region).get_caller_identity()["Account"]
     except (BotoCoreError, ClientError) as err:
         raise BuildError(f"cannot tell which AWS account to use ({err}); {fix}") from None

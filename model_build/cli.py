@@ -45,8 +45,8 @@ examples:
 
 
 # Before a transfer starts, one quick question to S3 (HeadBucket): a silent or unreachable endpoint then fails
-# within PROBE_ATTEMPTS x (connect + read timeout) = 45 s with each attempt shown, instead of sitting in the
-# transfer client's long timeouts (sized for multi-GB parts) for many minutes.
+# within PROBE_ATTEMPTS x (connect + read timeout) = 45 s with each attempt shown, before any hashing starts;
+# once started, every transfer call is bounded too (model_build/aws_clients.py).
 PROBE_ATTEMPTS = 3
 PROBE_CONNECT_S = 5.0
 PROBE_READ_S = 10.0
@@ -130,7 +130,7 @@ class Context:
     @cached_property
     def store(self) -> S3Store:
         probe_endpoint(self.config.region, self.bucket, self.stream)
-        client = make_s3_client(self.config.region, self.settings)
+        client = make_s3_client(self.config.region, self.settings, self.stream)
         return S3Store(client, self.bucket, self.settings, stream=self.stream)
 
     def plan(self, *, out_dir: str | None = None, bucket: str | None = None) -> BuildPlan | CachePlan:

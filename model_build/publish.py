@@ -5,7 +5,9 @@ only after a listing of the prefix, taken once every upload finished, shows ever
 this run left it (same size and ETag). So:
 - a publish that dies leaves no manifest: nothing half-written is ever served; re-running resumes;
 - a prefix that already has a manifest is never overwritten (serving may be reading it); a re-publish
-  of the same content only checks (and repairs missing objects), sending no data;
+  of the same content only checks (and repairs missing objects), sending no data; it compares every
+  object's ETag with the local bytes, so an object damaged or replaced with its size and metadata intact is
+  reported (non-zero exit), never called "already published";
 - two publishers of the same content both end with the same complete prefix: the manifest is created
   with an S3 conditional write (If-None-Match: *), the loser compares and accepts identical content.
 """
@@ -143,6 +145,18 @@ def publish_tree(
     repaired = store.upload(prefix, files)  # HeadObject on every listed object: sends data only for missing ones
     if repaired.objects_uploaded:
         _confirm(store, prefix, existing, url)
+    # Same size and sha256 metadata say nothing about the bytes: compare ETags with the local tree (no download).
+    damaged = store.check_etags(prefix, files)
+    if damaged:
+        raise BuildError(
+            f"{url} is published (manifest of {existing.created_at}) but its objects are not the bytes it lists: "
+            + "; ".join(damaged[:5])
+            + (f" (and {len(damaged) - 5} more)" if len(damaged) > 5 else "")
+            + f". Publish never overwrites a published object (serving may be reading it): delete the damaged ones "
+            f"(aws s3 rm {url}<file>) and publish again, which restores them from {root}; or delete the prefix "
+            f"(aws s3 rm --recursive {url}) and publish again",
+            EXIT_FAILED,
+        )
     return PublishResult(url, existing, this_run(), already_published=existed_before, wrote_manifest=False)
 
 

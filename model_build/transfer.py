@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from config.exit_codes import EXIT_FAILED
+from model_build import aws_clients
 from model_build.errors import BuildError
 from model_build.progress import DEFAULT_LOG_INTERVAL_S, Progress
 
@@ -294,6 +295,12 @@ class S3Store:
             raise self._denied(err, prefix) from err
 
     def _denied(self, err: Exception, key: str) -> Exception:
+        if _no_answer(err):
+            return BuildError(
+                f"S3 did not answer for {self.url(key)} ({err}), {aws_clients.ATTEMPTS} attempts of at most "
+                f"{aws_clients.READ_S:g} s each. Nothing was published (no manifest was written); check the network "
+                "path (NAT gateway, VPC endpoint, proxy, AWS_ENDPOINT_URL) and re-run: it resumes"
+            )
         if _status(err) == 403:
             return BuildError(
                 f"access denied to {self.url(key)}; the credentials in use lack S3 permissions on this prefix "
@@ -350,6 +357,42 @@ class S3Store:
             return [p for p in self._map(one, files) if p]
         finally:
             progress.close()
+
+    def check_etags(self, prefix: str, files: Sequence[LocalFile]) -> list[str]:
+        """Compare each object's ETag from one listing with the ETag the local bytes give: a cheap content check
+        that catches an object replaced or damaged with its size and sha256 metadata intact.
+
+        Under SSE-S3 (the models bucket's encryption) a single PUT's ETag is the MD5 of its bytes and a
+        multipart object's is the MD5 of its parts' MD5s, "-N" (the part size is read with one HeadObject
+        PartNumber=1). Costs one local MD5 pass over the tree and no S3 data transfer.
+        """
+        listed = self.list_objects(prefix)
+        progress = Progress(
+            "checking ETags", sum(f.size for f in files), stream=self.stream, interval=self.settings.progress_interval
+        )
+
+        def one(f: LocalFile) -> str | None:
+            size, etag = listed.get(prefix + f.path, (None, None))
+            if size is None or etag is None:
+                return f"{f.path}: missing from {self.url(prefix)}"
+            if size != f.size:
+                return f"{f.path}: size is {size} bytes, expected {f.size}"
+            part_size = self._first_part_size(prefix + f.path) if "-" in etag else None
+            local = _local_etag(f.abspath, f.size, part_size, progress)
+            if local != etag:
+                return f"{f.path}: S3 ETag {etag} differs from the local bytes' {local} (damaged or replaced)"
+            return None
+
+        try:
+            return [p for p in self._map(one, files) if p]
+        finally:
+            progress.close()
+
+    def _first_part_size(self, key: str) -> int:
+        try:
+            return int(self.client.head_object(Bucket=self.bucket, Key=key, PartNumber=1)["ContentLength"])
+        except Exception as err:
+            raise self._denied(err, key) from err
 
     # --- upload ----------------------------------------------------------------------------------
 
@@ -585,6 +628,24 @@ def _read_back(remote: RemoteObject | None, f: LocalFile, url: str) -> None:
         )
 
 
+def _local_etag(path: Path, size: int, part_size: int | None, progress: Progress) -> str:
+    """The ETag S3 gives these bytes under SSE-S3: a single PUT's is their MD5 (`part_size` None), a multipart
+    upload's the MD5 of its parts' MD5s and "-<parts>"."""
+    step = part_size or max(size, 1)
+    digests = []
+    with path.open("rb") as fh:
+        for _ in range(max(1, math.ceil(size / step))):
+            h, left = hashlib.md5(usedforsecurity=False), step
+            while left > 0 and (chunk := fh.read(min(_READ_CHUNK, left))):
+                h.update(chunk)
+                left -= len(chunk)
+                progress.advance(len(chunk))
+            digests.append(h)
+    if part_size is None:
+        return digests[0].hexdigest()
+    return f"{hashlib.md5(b''.join(d.digest() for d in digests), usedforsecurity=False).hexdigest()}-{len(digests)}"
+
+
 def _same_part(prior: dict[str, Any], size: int, crc32_b64: str, md5_hex: str) -> bool:
     """Reuse a listed part only if its size, MD5 ETag (SSE-S3) and listed CRC32 (when given) all match."""
     if prior.get("Size") != size or str(prior.get("ETag", "")).strip('"') != md5_hex:
@@ -796,10 +857,23 @@ class _UploadRun:
 def _upload_failed(path: str, url: str, err: Exception) -> BuildError:
     if isinstance(err, BuildError):
         return err
+    if _no_answer(err):
+        return BuildError(
+            f"uploading {path} to {url}: S3 did not answer ({err}), {aws_clients.ATTEMPTS} attempts of at most "
+            f"{aws_clients.READ_S:g} s each. Nothing was published (no manifest was written); check the network path "
+            "and re-run the same command: it skips what is already uploaded and resumes partial files"
+        )
     return BuildError(
         f"uploading {path} to {url} failed: {type(err).__name__}: {err}. Nothing was published (no manifest "
         "was written); re-run the same command: it skips what is already uploaded and resumes partial files"
     )
+
+
+def _no_answer(err: Exception) -> bool:
+    """A connection refused, reset or timed out: the endpoint gave no answer at all (after every retry)."""
+    from botocore.exceptions import ConnectionClosedError, ConnectionError, ReadTimeoutError
+
+    return isinstance(err, ConnectionError | ReadTimeoutError | ConnectionClosedError)
 
 
 def _status(err: Exception) -> int | None:
@@ -817,19 +891,9 @@ def _error_code(err: Exception) -> str | None:
     return response.get("Error", {}).get("Code") if isinstance(response, dict) else None
 
 
-def make_s3_client(region: str, settings: TransferSettings) -> Any:
-    """A boto3 S3 client sized for the transfer pool (AWS_ENDPOINT_URL is honoured by boto3 itself)."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3",
-        region_name=region,
-        config=Config(
-            max_pool_connections=settings.concurrency + 4,
-            retries={"mode": "standard", "max_attempts": 10},
-            connect_timeout=10,
-            read_timeout=120,
-            tcp_keepalive=True,
-        ),
+def make_s3_client(region: str, settings: TransferSettings, stream: TextIO | None = None) -> Any:
+    """A boto3 S3 client sized for the transfer pool, every call bounded (model_build/aws_clients.py: a silent
+    endpoint fails a request within SILENT_BOUND_S, each attempt shown). AWS_ENDPOINT_URL is honoured by boto3."""
+    return aws_clients.client(
+        "s3", region, stream=stream, max_pool_connections=settings.concurrency + 4, tcp_keepalive=True
     )

@@ -22,7 +22,7 @@ from model_build.artifact import artifact_plan
 from model_build.checkpoints import profile_models
 from model_build.errors import BuildError, build_command
 from model_build.verify import verify_artifact
-from ops.kubectl import aws_account, follow_job, kubectl, run_or_print, start_job
+from ops.kubectl import account_id, aws_account, follow_job, kubectl, run_or_print, start_job
 from ops.stage_checkpoints import stage_models
 
 
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("profile")
     parser.add_argument("--config", default=None)
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--account", help="print the Job YAML for the bucket of this AWS account id")
+    mode.add_argument("--account", type=account_id, help="print the Job YAML for the bucket of this AWS account id")
     mode.add_argument("--apply", action="store_true", help="run the build on the cluster and wait for it")
     args = parser.parse_args(argv)
     return run_or_print(

@@ -3,7 +3,9 @@ a Job with kubectl and follow it to its end. Failures become sentences that say 
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -19,12 +21,26 @@ from model_build.errors import BuildError
 KUBECONFIG_HINT = "point kubectl at the cluster first: aws eks update-kubeconfig --name {cluster} --region {region}"
 
 
+# Every kubectl call ends: each API request within REQUEST_TIMEOUT (a silent API endpoint; kubectl's own TLS
+# handshake timeout is 10 s, and a `get` retries discovery a few times: about 55 s measured against a loopback
+# server that accepts TCP and never answers), the whole command within DEADLINE_S whatever kubectl does.
+REQUEST_TIMEOUT = "20s"
+DEADLINE_S = 90.0
+
+
 def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    command = ["kubectl", *args, f"--request-timeout={REQUEST_TIMEOUT}"]
     try:
-        result = subprocess.run(["kubectl", *args], input=stdin, text=True, capture_output=True)
+        result = subprocess.run(command, input=stdin, text=True, capture_output=True, timeout=DEADLINE_S)
     except FileNotFoundError:
         raise BuildError(
             "kubectl is not installed or not on PATH; install it (a version within one minor of the cluster's)"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise BuildError(
+            f"`kubectl {' '.join(args)}` did not finish within {DEADLINE_S:g} s: the cluster's API endpoint does not "
+            "answer. Check that it is reachable from here (it is private unless network.api_public_cidrs lists your "
+            "address), then " + KUBECONFIG_HINT.format(cluster="<name>-eks", region="<region>")
         ) from None
     if check and result.returncode != 0:
         said = (result.stderr or result.stdout).strip().splitlines()
@@ -33,6 +49,13 @@ def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subproc
             "cannot reach the cluster, " + KUBECONFIG_HINT.format(cluster="<name>-eks", region="<region>")
         )
     return result
+
+
+def account_id(text: str) -> str:
+    """argparse type of --account: an AWS account id is exactly 12 digits (it names the models bucket)."""
+    if not re.fullmatch(r"\d{12}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an AWS account id (12 digits, e.g. 123456789012)")
+    return text
 
 
 def aws_account(config: DeploymentConfig) -> str:

@@ -24,7 +24,7 @@ from config import load_config
 from config.bucket_layout import results_key
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError
-from ops.kubectl import apply, aws_account, follow_job, run_or_print
+from ops.kubectl import account_id, apply, aws_account, follow_job, run_or_print
 
 
 def new_run_id(lossless: bool = False) -> str:
@@ -32,8 +32,9 @@ def new_run_id(lossless: bool = False) -> str:
 
 
 def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0, lossless: bool = False) -> int:
-    import boto3  # lazily: rendering needs no AWS
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError  # lazily: rendering needs no AWS
+
+    from model_build import aws_clients
 
     config = load_config(config_path)
     account = aws_account(config)
@@ -48,14 +49,16 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
     local.parent.mkdir(exist_ok=True)
     bucket, key = config.models_bucket_name(account), results_key(run_id)
     try:
-        boto3.client("s3", region_name=config.region).download_file(bucket, key, str(local))
+        aws_clients.client("s3", config.region).download_file(bucket, key, str(local))
     except (BotoCoreError, ClientError) as err:
         raise BuildError(
             f"job/{job} finished but s3://{bucket}/{key} could not be read ({err}); see kubectl -n {ns} logs job/{job}"
         ) from None
-    subprocess.run(
-        [sys.executable, "-m", "bench", "report", str(local), "--out", str(local.with_suffix(""))], check=True
-    )
+    report = [sys.executable, "-m", "bench", "report", str(local), "--out", str(local.with_suffix(""))]
+    if subprocess.run(report).returncode != 0:
+        raise BuildError(
+            f"the results are in {local}, but their report failed (above); run it again: {' '.join(report)}"
+        )
     print(f"results: {local}; report: {local.with_suffix('')}/")
     return EXIT_OK
 
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ops.run_benchmark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=None)
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--account", help="print the Job YAML for the bucket of this AWS account id")
+    mode.add_argument("--account", type=account_id, help="print the Job YAML for the bucket of this AWS account id")
     mode.add_argument("--apply", action="store_true", help="run the benchmark on the cluster and wait for it")
     parser.add_argument(
         "--lossless", action="store_true", help="the lossless check (batch size 1) instead of the benchmark"

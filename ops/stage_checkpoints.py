@@ -17,7 +17,7 @@ from config.bucket_layout import checkpoint_prefix
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.checkpoints import select_models
 from model_build.manifest import MANIFEST_NAME
-from ops.kubectl import aws_account, follow_job, run_or_print, start_job
+from ops.kubectl import account_id, aws_account, follow_job, run_or_print, start_job
 
 
 def unstaged(config: DeploymentConfig, keys: list[str], bucket: str) -> list[str]:
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         "--model", action="append", metavar="KEY", help="a key of models (default: every model a profile uses)"
     )
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--account", help="print the Job YAML for the bucket of this AWS account id")
+    mode.add_argument("--account", type=account_id, help="print the Job YAML for the bucket of this AWS account id")
     mode.add_argument("--apply", action="store_true", help="run the Job for unstaged models and wait for it")
     args = parser.parse_args(argv)
 

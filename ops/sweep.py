@@ -19,18 +19,25 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from config import ConfigError, DeploymentConfig, load_config
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from config.tags import DEPLOYMENT_TAG_KEY
+from model_build import aws_clients
 
 CLOUDFORMATION_TAG = "aws:cloudformation:stack-id"
-# Each call fails within about a minute on a silent or unreachable endpoint: 3 attempts x (5 s connect + 15 s read).
-BOTO_CONFIG = Config(connect_timeout=5, read_timeout=15, retries={"max_attempts": 3, "mode": "standard"})
+# Each call fails within aws_clients.SILENT_BOUND_S on a silent or unreachable endpoint, each attempt shown.
+BOTO_CONFIG = aws_clients.bounded_config()
+
+
+def _client(session: boto3.session.Session, service: str) -> Any:
+    made = session.client(service, config=BOTO_CONFIG)
+    aws_clients.announce_retries(made)
+    return made
 
 
 @dataclass
@@ -96,16 +103,16 @@ def sweep(
         report.deleted.append(f"{kind} {ident}")
         log(f"deleted {kind} {ident}")
 
-    elbv2 = session.client("elbv2", config=BOTO_CONFIG)
+    elbv2 = _client(session, "elbv2")
     for arn in _owned_elbv2(elbv2, owner):
         delete("load balancer", arn, lambda arn=arn: elbv2.delete_load_balancer(LoadBalancerArn=arn))
     for arn in _owned_target_groups(elbv2, owner):
         delete("target group", arn, lambda arn=arn: elbv2.delete_target_group(TargetGroupArn=arn))
-    elb = session.client("elb", config=BOTO_CONFIG)
+    elb = _client(session, "elb")
     for name in _owned_classic_elbs(elb, owner):
         delete("classic load balancer", name, lambda name=name: elb.delete_load_balancer(LoadBalancerName=name))
 
-    ec2 = session.client("ec2", config=BOTO_CONFIG)
+    ec2 = _client(session, "ec2")
     for eni in _owned(ec2.describe_network_interfaces, "NetworkInterfaces", "NetworkInterfaceId", owner):
         if eni["Status"] != "available":
             report.left_for_you.append(f"network interface {eni['NetworkInterfaceId']} (still {eni['Status']})")
@@ -141,7 +148,7 @@ def sweep(
         time.sleep(retry_delay_s)
         groups = pending
 
-    logs = session.client("logs", config=BOTO_CONFIG)
+    logs = _client(session, "logs")
     for prefix in (f"/aws/eks/{owner.cluster_name}/", f"/aws/containerinsights/{owner.cluster_name}/"):
         for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=prefix):
             for group in page.get("logGroups", []):
@@ -220,7 +227,7 @@ def ownership(config: DeploymentConfig) -> Ownership:
 
 def live_stacks(session: boto3.session.Session, names: Iterable[str]) -> list[str]:
     """Which of `names` CloudFormation still has (any state but DELETE_COMPLETE), as "name (STATUS)"."""
-    cfn = session.client("cloudformation", config=BOTO_CONFIG)
+    cfn = _client(session, "cloudformation")
     live = []
     for name in names:
         try:

@@ -192,7 +192,8 @@ class ClusterStack(Stack):
         """EKS-managed add-ons; the CloudWatch agent gets its own Pod Identity role."""
         addons: dict[str, eks.Addon] = {}
         for name, values in (
-            ("vpc-cni", None),
+            # Enforce Kubernetes NetworkPolicies (the workloads namespace ships some); off by default on EKS.
+            ("vpc-cni", {"enableNetworkPolicy": "true"}),
             ("kube-proxy", None),
             ("coredns", None),
             ("eks-pod-identity-agent", None),

@@ -42,7 +42,7 @@ def test_no_layer_below_ops_imports_ops(path):
     assert "ops" not in imported_roots(path), f"{path.relative_to(ROOT)} imports ops/, the layer above it"
 
 
-LEAVES = ("bucket_layout", "exit_codes", "kubernetes", "metrics", "speculation", "tags")
+LEAVES = ("api_key", "bucket_layout", "exit_codes", "kubernetes", "metrics", "speculation", "tags")
 OURS = {"app", "bench", "charts", "config", "model_build", "ops", "serving_stacks", "stacks"}
 
 

@@ -56,3 +56,73 @@ def test_archives_leave_room_in_their_manifest(serving_objects, name):
     """An early warning: the archive is most of its chart group's manifest, whose hard limit (the kubectl handler's
     event, holding the old and the new manifest) tests/stacks/test_workloads_stack.py checks."""
     assert len(of_kind(serving_objects, "ConfigMap")[name]["binaryData"]["code.tar.gz"]) < 80_000
+
+
+# --- packages the Jobs install: hash-pinned from the lock, complete, or not at all -----------------------
+
+
+def _requirements(text: str) -> dict[str, str]:
+    """name -> the pin line of each entry (every entry must carry hashes)."""
+    from packaging.utils import canonicalize_name
+
+    entries = {}
+    for block in text.split("\n"):
+        if block and not block.startswith(" "):
+            entries[canonicalize_name(block.split("==")[0])] = block
+    hashed = [b for b in text.split("\n") if b.strip().startswith("--hash=sha256:")]
+    assert len(hashed) >= len(entries)
+    return entries
+
+
+def _job_requirement_files(serving_objects, tmp_path) -> dict[str, str]:
+    _unpack(serving_objects, "trn-specdec-build-code", tmp_path)
+    files = {p.stem: p.read_text() for p in (tmp_path / "requirements").glob("*.txt")}
+    (bench,) = of_kind(serving_objects, "ConfigMap")["trn-specdec-bench-requirements"]["data"].values()
+    return files | {"bench": bench}
+
+
+def test_job_requirements_hold_every_dependency_of_what_they_install(serving_objects, tmp_path):
+    """pip --require-hashes refuses a dependency the file lacks: check the closure here, against the installed
+    distributions' own metadata (markers evaluated for a Linux x86_64 CPython 3.11, the bench image's)."""
+    from importlib.metadata import distribution
+
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    env = {"python_version": "3.11", "python_full_version": "3.11.9", "sys_platform": "linux"}
+    env |= {"platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix", "extra": ""}
+    files = _job_requirement_files(serving_objects, tmp_path)
+    assert set(files) == {"build", "stage", "bench"}
+    roots = {"build": {"boto3"}, "stage": {"boto3", "huggingface-hub"}, "bench": {"aiohttp", "pydantic", "pyyaml"}}
+    for name, text in files.items():
+        entries = _requirements(text)
+        assert roots[name] <= set(entries), name
+        for package, pin in entries.items():
+            marker = pin.rstrip(" \\").partition(";")[2].strip()
+            if marker and not Marker(marker).evaluate(env):
+                continue  # not installed on Linux/3.11 (e.g. colorama, Windows only)
+            for raw in distribution(package).requires or []:
+                req = Requirement(raw)
+                if req.marker is None or req.marker.evaluate(env):
+                    assert canonicalize_name(req.name) in entries, f"{name}: {package} needs {req.name}"
+
+
+def test_jobs_install_only_hash_checked_wheels(default_config):
+    from charts.bench_job import bench_script
+    from charts.model_build_job import build_script
+    from charts.stage_job import stage_script
+
+    scripts = {
+        "bench": bench_script(default_config, "bucket", "run1", []),
+        "build": build_script(default_config.profiles[0], "bucket"),
+        "stage": stage_script(sorted(default_config.models), "bucket"),
+    }
+    for name, script in scripts.items():
+        installs = [line for line in script.splitlines() if "pip install" in line]
+        assert len(installs) == 1, name
+        args = installs[0].split("|| ")[-1].split()
+        assert args[:2] == ["pip", "install"] and "--require-hashes" in args, name
+        assert args[args.index("--only-binary") + 1] == ":all:" and "-r" in args and "--target" in args, name
+        assert not [a for a in args[2:] if "==" in a], name  # nothing named outside the hashed file
+    assert scripts["build"].count('python3 -c "import boto3"') == 1  # only when the image lacks it

@@ -251,7 +251,28 @@ def test_the_build_role_allows_every_s3_call_of_publish_and_verify(synth, compil
     with pytest.raises(BuildError):
         publish_artifact(make_store(FaultyClient(client, operation="upload_part", after=1)), plan, compiled)
     publish_artifact(make_store(client), plan, compiled)
+    assert publish_artifact(make_store(client), plan, compiled).already_published  # the ETag check's calls too
     assert verify_artifact(make_store(client), plan, deep=True).ok
     assert {"ListMultipartUploads", "ListParts", "CompleteMultipartUpload", "HeadObject"} <= calls.operations
     statements = statements_by_service_account(synth)[f"{plan.profile}-build"]
     assert denied(statements, calls.calls, MOTO_ACCOUNT, "us-east-2") == []
+
+
+@pytest.mark.parametrize("path", ["neuron_config.json", "weights/tp0_sharded_checkpoint.safetensors"])
+def test_republish_over_a_prefix_damaged_at_the_same_size_reports_it(compiled, plans, make_store, s3, bucket, path):
+    """An object replaced by other bytes of the same size, sha256 metadata kept (a single PUT and a 3-part
+    upload): publish names it and fails, where it used to say "already published"."""
+    plan = plans["speculative"]
+    publish_artifact(make_store(), plan, compiled)
+    key = artifact_prefix(plan.digest) + path
+    head = s3.head_object(Bucket=bucket, Key=key)
+    good = (compiled / path).read_bytes()
+    damaged = bytes([good[0] ^ 0xFF]) + good[1:]
+    s3.put_object(Bucket=bucket, Key=key, Body=damaged, Metadata=head["Metadata"])
+    assert verify_artifact(make_store(), plan).ok  # sizes and metadata still look right
+    with pytest.raises(BuildError, match=f"{path}: S3 ETag .* differs from the local bytes") as err:
+        publish_artifact(make_store(), plan, compiled)
+    assert err.value.code == 1 and "already published" not in str(err.value)
+    s3.delete_object(Bucket=bucket, Key=key)  # the fix the message gives: delete, publish again
+    assert publish_artifact(make_store(), plan, compiled).already_published
+    assert verify_artifact(make_store(), plan, deep=True).ok

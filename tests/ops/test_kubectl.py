@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import stat
 import sys
 import threading
@@ -21,19 +22,23 @@ from urllib.parse import urlsplit
 import pytest
 
 from config import load_config
-from config.bucket_layout import artifact_prefix, checkpoint_prefix
+from config.bucket_layout import artifact_prefix, checkpoint_prefix, results_key
 from model_build.errors import BuildError
 from model_build.manifest import MANIFEST_NAME
 from model_build.plan import build_plan
 from model_build.publish import publish_artifact
 from model_build.transfer import S3Store
+from ops import kubectl as ops_kubectl
+from ops import run_benchmark as run_benchmark_module
 from ops.build_artifact import main as build_main
 from ops.build_artifact import run_build
-from ops.kubectl import follow_job, start_job
+from ops.kubectl import apply, follow_job, start_job
+from ops.run_benchmark import main as bench_main
 from ops.stage_checkpoints import main as stage_main
 from ops.stage_checkpoints import run_stage
 from tests.conftest import MOTO_ACCOUNT
 from tests.model_build.conftest import SMALL, fake_compile
+from tests.silent_endpoint import silent_server
 
 FAKE_KUBECTL = """#!{python}
 import json, os, sys
@@ -73,7 +78,15 @@ def fake_kubectl(tmp_path, monkeypatch):
     log = tmp_path / "kubectl.log"
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_KUBECTL_LOG", str(log))
-    return lambda: [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def calls() -> list[list[str]]:
+        """The logged argument lists. Each call but the log stream (`logs -f` must outlive any request timeout)
+        ends with the request timeout, which is then left out."""
+        logged = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        assert all((c[-1] == "--request-timeout=20s") != (c[2:4] == ["logs", "-f"]) for c in logged), logged
+        return [c[:-1] if c[2:4] != ["logs", "-f"] else c for c in logged]
+
+    return calls
 
 
 def _job(name: str) -> list[dict]:
@@ -326,3 +339,70 @@ def test_without_aws_credentials_make_stage_says_so_and_exits_2(monkeypatch, cap
     assert stage_main(["--apply"]) == 2
     err = capsys.readouterr().err
     assert "cannot tell which AWS account to use" in err and "Traceback" not in err
+
+
+@pytest.mark.timeout(150)
+def test_an_api_endpoint_that_never_answers_is_a_sentence_from_the_real_kubectl(tmp_path, monkeypatch):
+    """kubectl itself against a loopback server that accepts TCP and never answers: its TLS handshake timeout
+    (10 s) and our --request-timeout end the call (about 25 s for an apply); the error names the cause."""
+    if shutil.which("kubectl") is None:
+        pytest.fail("kubectl is not on PATH; the ops tests need it")
+    with silent_server() as port:
+        config = tmp_path / "kubeconfig"
+        config.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+                    "users": [{"name": "u", "user": {"token": "x"}}],
+                    "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                    "current-context": "c",
+                }
+            )
+        )
+        monkeypatch.setenv("KUBECONFIG", str(config))
+        with pytest.raises(BuildError, match=r"`kubectl -n ns apply -f -` failed: .*timeout.*update-kubeconfig"):
+            apply("ns", _job("job-a"))
+
+
+@pytest.mark.timeout(30)
+def test_a_kubectl_that_hangs_is_stopped_at_the_deadline_with_a_sentence(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "kubectl"
+    script.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(600)\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setattr(ops_kubectl, "DEADLINE_S", 1.0)
+    with pytest.raises(BuildError, match=r"`kubectl -n ns apply -f -` did not finish within 1 s: .*api_public_cidrs"):
+        apply("ns", _job("job-a"))
+
+
+@pytest.mark.parametrize("main", [build_main, stage_main, bench_main])
+@pytest.mark.parametrize("account", ["abc", "12", "1234567890123", "12345678901x"])
+def test_a_bad_account_id_is_one_usage_line(main, account, capsys):
+    args = ["baseline"] if main is build_main else []
+    with pytest.raises(SystemExit) as exit_:
+        main([*args, "--account", account])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --account: '{account}' is not an AWS account id (12 digits" in err and "Traceback" not in err
+
+
+def test_a_bench_whose_report_fails_keeps_the_results_and_says_how_to_rerun(
+    aws_env, fake_kubectl, monkeypatch, tmp_path, capsys
+):
+    import boto3
+
+    _bucket(staged=[])
+    config = load_config()
+    boto3.client("s3", region_name=config.region).put_object(
+        Bucket=config.models_bucket_name(MOTO_ACCOUNT), Key=results_key("run1"), Body=b"not a results file"
+    )
+    monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda: "run1")
+    monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BuildError, match=r"the results are in bench-results/run1.json, but their report failed"):
+        run_benchmark_module.run_bench(None, [], poll_s=0)
+    assert (tmp_path / "bench-results" / "run1.json").read_bytes() == b"not a results file"
