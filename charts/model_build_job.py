@@ -93,15 +93,23 @@ def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name:
     )
 
 
-class ModelBuildSupport(Construct):
-    """What a build Job needs that `cdk deploy` applies once: the code, and per profile a service account
-    (its Pod Identity role writes only artifacts/<digest>/), a claim template and a volume."""
+class ModelBuildCode(Construct):
+    """The build Job's code and hash-pinned requirements. Applied as a chart group of its own: the archive is
+    most of a manifest, and the kubectl handler's event limit applies per group."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, bucket_name: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
         self.code = CodeArchive(
             self, "Code", name=BUILD_CODE_CONFIG_MAP, files=build_code_files(), requirements=build_requirements()
         )
+
+
+class ModelBuildSupport(Construct):
+    """What a build Job needs per profile that `cdk deploy` applies once: a service account (its Pod Identity
+    role writes only artifacts/<digest>/), a claim template and a volume."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, bucket_name: str) -> None:
+        super().__init__(scope, construct_id)
         for profile in config.profiles:
             k8s.KubeServiceAccount(
                 self,

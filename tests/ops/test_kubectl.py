@@ -400,7 +400,7 @@ def test_a_bench_whose_report_fails_keeps_the_results_and_says_how_to_rerun(
     boto3.client("s3", region_name=config.region).put_object(
         Bucket=config.models_bucket_name(MOTO_ACCOUNT), Key=results_key("run1"), Body=b"not a results file"
     )
-    monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda: "run1")
+    monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda lossless=False: "run1")
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(BuildError, match=r"the results are in bench-results/run1.json, but their report failed"):
