@@ -16,7 +16,15 @@ def _manifests(synth) -> dict[str, dict]:
 def test_every_group_is_applied_through_the_kubectl_provider_after_the_base(synth):
     manifests = _manifests(synth)
     names = {k.split("k8s")[1].rstrip("0123456789ABCDEF") for k in manifests}
-    assert names == {"base", "servicebaseline", "servicespeculative", "modelbuildcode", "modelbuild", "bench", "benchrequirements"}
+    assert names == {
+        "base",
+        "servicebaseline",
+        "servicespeculative",
+        "modelbuildcode",
+        "modelbuild",
+        "bench",
+        "benchrequirements",
+    }
     (base_id,) = [k for k in manifests if k.startswith("k8sbase")]
     for logical_id, resource in manifests.items():
         assert resource["Properties"]["Overwrite"] is True
