@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench.results import BenchResults, ResultsError, RunSettings, error_reasons, load_results, save_results
 from config import ConfigError
+from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 
 def _config(path: str | None) -> object | None:
@@ -113,14 +114,14 @@ def _run(args: argparse.Namespace) -> int:
         cases = load_suite(args.suite)
     except (ValueError, SuiteError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.upload and not args.upload.startswith("s3://"):
         print(f"error: --upload {args.upload!r} is not s3://BUCKET/KEY", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     for flag, value in (("--requests", args.requests), ("--max-tokens", args.max_tokens)):
         if value < 1:
             print(f"error: {flag}={value} must be >= 1", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
     concurrency = args.concurrency if args.rate is None else None
     if args.rate is None and concurrency is None:
         concurrency = 4
@@ -142,7 +143,7 @@ def _run(args: argparse.Namespace) -> int:
     baseline = args.baseline or _config_baseline(cfg, names) or names[0]
     if baseline not in names:
         print(f"error: --baseline {baseline!r} is not one of the --endpoint names {names}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     out = Path(args.out)
     previous = load_results(out) if args.resume and out.exists() else None
     if args.resume and previous is None:
@@ -162,10 +163,10 @@ def _run(args: argparse.Namespace) -> int:
         )
     except (ConnectionError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"\ninterrupted: every finished test case is in {out}; add --resume to continue", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     save_results(results, out)
     print(format_table(results))
     print(f"\nresults: {out}")
@@ -177,10 +178,10 @@ def _run(args: argparse.Namespace) -> int:
             print(f"uploaded: {upload(out, args.upload, getattr(cfg, 'region', None))}")
         except (BotoCoreError, ClientError) as err:
             print(f"error: upload to {args.upload} failed ({err}); the results are in {out}", file=sys.stderr)
-            return 1
+            return EXIT_FAILED
     if args.cloudwatch and (code := _publish(results, cfg)):
         return code
-    return 1 if failed else 0
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def _variants_without_success(results: BenchResults) -> list[str]:
@@ -216,7 +217,7 @@ def _publish(results: object, cfg: object | None) -> int:
 
     if cfg is None:
         print("error: publishing needs the deployment config for the metrics namespace; pass --config", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     from botocore.exceptions import BotoCoreError, ClientError
 
     namespace = cfg.observability.metrics_namespace  # type: ignore[attr-defined]
@@ -224,9 +225,9 @@ def _publish(results: object, cfg: object | None) -> int:
         report = publish(results, namespace=namespace, region=cfg.region)  # type: ignore[arg-type, attr-defined]
     except (BotoCoreError, ClientError, ValueError) as err:
         print(f"error: CloudWatch publish to {namespace} failed: {err}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     print(f"CloudWatch {namespace}: {report.values} values in {report.datums} metric datums, {report.calls} call(s)")
-    return 0
+    return EXIT_OK
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -235,7 +236,7 @@ def _tune(args: argparse.Namespace) -> int:
     results = load_results(args.results)
     cfg = _config(args.config) if any(v.num_speculative_tokens is None for v in results.variants) else None
     print(format_tuning(fit_cases(results, _k_by_profile(cfg), args.cost_ratio)))
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,13 +249,13 @@ def main(argv: list[str] | None = None) -> int:
 
             for path in write_report(args.results, args.out):
                 print(path)
-            return 0
+            return EXIT_OK
         if args.command == "tune":
             return _tune(args)
         return _publish(load_results(args.results), _config(args.config))
     except (ResultsError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":
