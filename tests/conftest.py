@@ -91,6 +91,16 @@ class Synth:
         res = self.template(suffix)["Resources"]
         return {k: v for k, v in res.items() if v["Type"] == type_}
 
+    def trn2_launch_template(self) -> dict[str, Any]:
+        """LaunchTemplateData of the Trainium node group's template: the one that names an instance type (the
+        system node group's template sets only its disk and metadata options)."""
+        (data,) = [
+            t["Properties"]["LaunchTemplateData"]
+            for t in self.resources("Cluster", "AWS::EC2::LaunchTemplate").values()
+            if "InstanceType" in t["Properties"]["LaunchTemplateData"]
+        ]
+        return data
+
 
 def synthesize(config: DeploymentConfig, outdir: Path) -> Synth:
     from aws_cdk import App, Validations

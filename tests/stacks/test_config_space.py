@@ -91,11 +91,7 @@ def check_synthesized(s: Synth) -> None:
     body = str(next(iter(dashboards.values()))["Properties"]["DashboardBody"])
     speculative = [p for p in config.profiles if p.name != config.baseline_profile.name]
     assert body.count("base / spec") == len(DEFAULT_SUITE) * len(speculative)
-    (lt,) = [
-        r["Properties"]["LaunchTemplateData"]
-        for r in s.resources("Cluster", "AWS::EC2::LaunchTemplate").values()
-        if "InstanceType" in r["Properties"]["LaunchTemplateData"]
-    ]
+    lt = s.trn2_launch_template()
     on_demand_efa = config.efa_required and config.trn2_nodes.capacity_type == "ON_DEMAND"
     assert ("Placement" in lt) == on_demand_efa
     assert bool(s.resources("Cluster", "AWS::EC2::PlacementGroup")) == on_demand_efa
