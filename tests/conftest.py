@@ -121,7 +121,7 @@ def synthesize(config: DeploymentConfig, outdir: Path) -> Synth:
 def cfn_lint_errors(*outdirs: Path) -> list[dict[str, Any]]:
     """cfn-lint's error-level findings for every template of these cloud assemblies; us-east-2 only, because
     other regions' schemas reject trn2.48xlarge (E3628). In-process: cfn-lint's start-up is paid once per
-    session, not once per call (0.6 s of CPU with the venv's bytecode compiled by `make setup`, ~6 s without)."""
+    session, not once per call (0.6 s of CPU with the venv's bytecode compiled by `make setup`, 2.2 s without)."""
     from cfnlint.api import ManualArgs, lint_by_config
 
     files = sorted(str(p) for d in outdirs for p in d.glob("*.template.json"))
