@@ -25,12 +25,15 @@ VLLM_0_29_0_VENV := .venv-vllm-0.29.0
 
 setup: $(VENV)/.installed node_modules/.installed
 
-$(VENV)/.installed: requirements.lock requirements-bootstrap.lock
+# --compile-bytecode: every .pyc is written once here (about 30 s of CPU), instead of each test process compiling
+# what it imports again where Python may not write them (PYTHONDONTWRITEBYTECODE set, read-only site-packages);
+# uv compiles none by default. The Makefile is a prerequisite so an existing .venv gets a changed recipe.
+$(VENV)/.installed: requirements.lock requirements-bootstrap.lock Makefile
 	@command -v $(PYTHON) >/dev/null || { echo "PYTHON=$(PYTHON) is not on PATH: install a Python that pyproject.toml's requires-python admits and point make at it, for example make PYTHON=python3.12 synth"; exit 2; }
 	$(PYTHON) tools/python_support.py check
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --require-hashes -r requirements-bootstrap.lock
-	$(BIN)/uv pip sync --quiet --python $(BIN)/python --require-hashes requirements.lock
+	$(BIN)/uv pip sync --quiet --python $(BIN)/python --require-hashes --compile-bytecode requirements.lock
 	touch $@
 
 $(VLLM_0_9_1_VENV)/.installed: requirements-vllm-0.9.1.lock

@@ -18,6 +18,7 @@ from bench.results import (
     save_results,
 )
 from config import ConfigError
+from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from bench.runner import Hardware
@@ -165,10 +166,10 @@ def _run(args: argparse.Namespace) -> int:
         cases = load_suite(args.suite)
     except (ValueError, SuiteError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.upload and not args.upload.startswith("s3://"):
         print(f"error: --upload {args.upload!r} is not s3://BUCKET/KEY", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.requests is None:
         args.requests = LOSSLESS_REQUESTS if args.lossless else 100
     if args.lossless and args.rate is None and args.concurrency is None:
@@ -176,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
     for flag, value in (("--requests", args.requests), ("--max-tokens", args.max_tokens)):
         if value < 1:
             print(f"error: {flag}={value} must be >= 1", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
     concurrency = args.concurrency if args.rate is None else None
     if args.rate is None and concurrency is None:
         concurrency = 4
@@ -199,7 +200,7 @@ def _run(args: argparse.Namespace) -> int:
     baseline = args.baseline or _config_baseline(cfg, names) or names[0]
     if baseline not in names:
         print(f"error: --baseline {baseline!r} is not one of the --endpoint names {names}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     out = Path(args.out)
     previous = load_results(out) if args.resume and out.exists() else None
     if args.resume and previous is None:
@@ -220,10 +221,10 @@ def _run(args: argparse.Namespace) -> int:
         )
     except (ConnectionError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"\ninterrupted: every finished test case is in {out}; add --resume to continue", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     save_results(results, out)
     print(format_table(results))
     print("\n" + format_cost(results))
@@ -238,10 +239,10 @@ def _run(args: argparse.Namespace) -> int:
             print(f"uploaded: {upload(out, args.upload, getattr(cfg, 'region', None))}")
         except (BotoCoreError, ClientError) as err:
             print(f"error: upload to {args.upload} failed ({err}); the results are in {out}", file=sys.stderr)
-            return 1
+            return EXIT_FAILED
     if args.cloudwatch and (code := _publish(results, cfg)):
         return code
-    return 1 if failed else 0
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def _variants_without_success(results: BenchResults) -> list[str]:
@@ -277,7 +278,7 @@ def _publish(results: object, cfg: object | None) -> int:
 
     if cfg is None:
         print("error: publishing needs the deployment config for the metrics namespace; pass --config", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     from botocore.exceptions import BotoCoreError, ClientError
 
     namespace = cfg.observability.metrics_namespace  # type: ignore[attr-defined]
@@ -285,9 +286,9 @@ def _publish(results: object, cfg: object | None) -> int:
         report = publish(results, namespace=namespace, region=cfg.region)  # type: ignore[arg-type, attr-defined]
     except (BotoCoreError, ClientError, ValueError) as err:
         print(f"error: CloudWatch publish to {namespace} failed: {err}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     print(f"CloudWatch {namespace}: {report.values} values in {report.datums} metric datums, {report.calls} call(s)")
-    return 0
+    return EXIT_OK
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -296,7 +297,7 @@ def _tune(args: argparse.Namespace) -> int:
     results = load_results(args.results)
     cfg = _config(args.config) if any(v.num_speculative_tokens is None for v in results.variants) else None
     print(format_tuning(fit_cases(results, _k_by_profile(cfg), args.cost_ratio)))
-    return 0
+    return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,13 +312,13 @@ def main(argv: list[str] | None = None) -> int:
             price = cfg.trn2_nodes.hourly_price_usd if cfg is not None else None  # type: ignore[attr-defined]
             for path in write_report(args.results, args.out, price=price):
                 print(path)
-            return 0
+            return EXIT_OK
         if args.command == "tune":
             return _tune(args)
         return _publish(load_results(args.results), _config(args.config))
     except (ResultsError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -1,8 +1,5 @@
-"""Prompt suites: the reference's eight test cases plus the blog's two, each labelled structured or open-ended.
-
-Why the label: speculation pays on predictable text (repetition, lists, code, JSON) where the draft agrees with
-the target, and not on open-ended prose; the report colours speedups by it. Users add their own suites as
-YAML or JSON, either a list of cases or a mapping with `test_cases:`.
+"""Prompt suites: the default one (its cases are data in config/prompt_suite.py, beside the dashboard that draws
+them) and users' own, as YAML or JSON, either a list of cases or a mapping with `test_cases:`.
 """
 
 from __future__ import annotations
@@ -11,19 +8,12 @@ import json
 import random
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-Kind = Literal["structured", "open-ended"]
-
-SONNET_18 = (
-    "Shall I compare thee to a summer's day?\n"
-    "Thou art more lovely and more temperate:\n"
-    "Rough winds do shake the darling buds of May,\n"
-    "And summer's lease hath all too short a date;\n"
-)
+from config.prompt_suite import DEFAULT_CASES, Kind
 
 
 class TestCase(BaseModel):
@@ -45,26 +35,8 @@ class TestCase(BaseModel):
         return name
 
 
-_REF = "aws-neuron-eks-samples speculative_decoding_trn2_vllm"
-_BLOG = "AWS blog on speculative decoding on Trainium2"
-
-DEFAULT_SUITE: tuple[TestCase, ...] = (
-    TestCase(name="counting", prompt="counting numbers from 1 ", kind="structured", source=_REF),
-    TestCase(name="sonnet", prompt=SONNET_18, kind="open-ended", source=_REF),
-    TestCase(name="single-a", prompt="a", kind="open-ended", source=_REF),
-    TestCase(name="hello-world", prompt="hello world ", kind="structured", source=_REF),
-    TestCase(name="cat-on-mat", prompt="the cat sat on the mat. ", kind="structured", source=_REF),
-    TestCase(name="json", prompt="Output valid JSON with fixed keys", kind="structured", source=_REF),
-    TestCase(name="python-skeleton", prompt="Write a simple Python function skeleton", kind="structured", source=_REF),
-    TestCase(name="list-numbers", prompt="List numbers from one to twenty", kind="structured", source=_REF),
-    TestCase(
-        name="repeat-line",
-        prompt="Repeat the following line exactly 50 times: The quick brown fox jumps over the lazy dog.",
-        kind="structured",
-        source=_BLOG,
-    ),
-    TestCase(name="meaning-of-life", prompt="I believe the meaning of life is", kind="open-ended", source=_BLOG),
-)
+# Validated here, so a malformed default case fails at import, like a user's suite file would at load.
+DEFAULT_SUITE: tuple[TestCase, ...] = tuple(TestCase(**case._asdict()) for case in DEFAULT_CASES)
 
 
 def variations(case: TestCase, n: int, seed: int) -> list[str]:

@@ -24,6 +24,7 @@ from typing import Any
 from bench.client import LoadResult, Target, make_session, run_load
 from bench.loopback_server import Script
 from bench.results import summarize
+from config.exit_codes import EXIT_FAILED, EXIT_OK
 
 
 @contextmanager
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{late_mean:.3f} ms late on average, {late_max:.3f} ms at most, against its schedule"
     )
     print(("FAIL" if failed else "PASS") + f": client means within {a.tolerance_pct}% of the server's actual timing")
-    return 1 if failed else 0
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 if __name__ == "__main__":

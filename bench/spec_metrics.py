@@ -31,9 +31,6 @@ V1_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 V1_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 V0_ACCEPTANCE_RATE = "vllm:spec_decode_draft_acceptance_rate"
 V0_EFFICIENCY = "vllm:spec_decode_efficiency"
-V0_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-V0_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-V0_EMITTED = "vllm:spec_decode_num_emitted_tokens_total"
 
 
 @dataclass(frozen=True)

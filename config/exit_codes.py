@@ -1,5 +1,5 @@
 """Exit codes of every command this project ships (make targets, `python -m model_build`, `python -m ops.*`,
-the serving init check), so a script or a pod's status reads the same way everywhere.
+`python -m bench`, the serving init check), so a script or a pod's status reads the same way everywhere.
 
 Leaf module: imports nothing of ours.
 """
@@ -9,3 +9,4 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILED = 1  # the work ran and failed, or the artifact disagrees with the profile: read the message, rebuild
 EXIT_USAGE = 2  # bad arguments, config, missing tools, credentials or bucket: fix the environment
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it): re-run the same command to resume

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, load_config
-from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from model_build.artifact import artifact_plan
 from model_build.aws_account import caller_account
 from model_build.compile_cache import CachePlan
@@ -360,7 +360,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted; re-run the same command to resume", file=err)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as e:
         if _is_aws_error(e):
             print(f"error: AWS request failed: {e}", file=err)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from aws_cdk import Stack
 from constructs import Construct
 
-from bench.prompts import DEFAULT_SUITE
 from config.cost import hourly_cost_usd
+from config.prompt_suite import DEFAULT_CASES
 from config.schema import DeploymentConfig
 from stacks.constructs.benchmark_dashboard import BenchmarkDashboard
 from stacks.constructs.serving_alarms import ServingAlarms
@@ -32,7 +32,7 @@ class ObservabilityStack(Stack):
             k8s_namespace=config.namespace,
             baseline=config.baseline_profile.name,
             variants=[p.name for p in config.profiles],
-            test_cases=[(c.name, c.kind) for c in DEFAULT_SUITE],
+            test_cases=[(c.name, c.kind) for c in DEFAULT_CASES],
             hourly_cost_usd=hourly,
         )
         self.alarms = ServingAlarms(

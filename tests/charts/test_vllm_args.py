@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
 from charts.vllm_args import vllm_args
@@ -88,17 +87,3 @@ def test_every_flag_takes_its_value_and_values_are_well_formed(default_config):
             if key in pairs:
                 assert isinstance(json.loads(pairs[key]), dict)
         assert int(pairs["--tensor-parallel-size"]) == p.placement.tensor_parallel_size
-
-
-def test_args_parse_with_vllms_own_parser_when_installed(default_config):
-    vllm = pytest.importorskip("vllm", reason="vllm is not installed here (it runs inside the Neuron image)")
-    if not vllm.__version__.startswith("0.9.1"):
-        pytest.skip(f"installed vllm {vllm.__version__} is not the pinned 0.9.1")
-    from vllm.entrypoints.openai.cli_args import make_arg_parser
-    from vllm.utils import FlexibleArgumentParser
-
-    parser = make_arg_parser(FlexibleArgumentParser())
-    for p in default_config.profiles:
-        args = vllm_args(default_config, p)
-        ns = parser.parse_args(["--model", args[1], *args[2:]])
-        assert ns.tensor_parallel_size == p.placement.tensor_parallel_size

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -91,24 +91,35 @@ def test_oversized_file_is_refused(tmp_path):
     assert "bytes; a config is at most" in problem
 
 
-def _run_app(*context: str) -> subprocess.CompletedProcess[str]:
-    """Run app.py as the CDK CLI does: `-c key=value` arrives through CDK_CONTEXT_JSON."""
-    env = {
-        "CDK_CONTEXT_JSON": json.dumps(dict(c.split("=", 1) for c in context)),
-        "PATH": os.environ["PATH"],  # the user's Node.js
-    }
+def _run_app(*context: str, overflow: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run app.py as the CDK CLI does: `-c key=value` arrives through CDK_CONTEXT_JSON (and what does not fit
+    there in the overflow file). No Node.js on PATH: a config error must be reported before jsii starts."""
+    env = {"CDK_CONTEXT_JSON": json.dumps(dict(c.split("=", 1) for c in context)), "PATH": "/nonexistent"}
+    if overflow:
+        env["CONTEXT_OVERFLOW_LOCATION_ENV"] = str(overflow)
     return subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_app_rejects_a_bad_config_file_before_creating_any_construct(tmp_path):
+def _bad_config(tmp_path: Path) -> Path:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
         (ROOT / "config/default.yaml").read_text().replace("num_speculative_tokens: 7", "num_speculative_tokens: 42")
     )
-    result = _run_app(f"config={bad}")
+    return bad
+
+
+def test_app_rejects_a_bad_config_file_before_creating_any_construct(tmp_path):
+    result = _run_app(f"config={_bad_config(tmp_path)}")
     assert result.returncode == 2
     assert "num_speculative_tokens=42 is outside 1..15" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_app_reads_the_config_path_from_the_clis_context_overflow_file(tmp_path):
+    overflow = tmp_path / "context-overflow.json"
+    overflow.write_text(json.dumps({"config": str(_bad_config(tmp_path))}))
+    result = _run_app(overflow=overflow)
+    assert result.returncode == 2 and "num_speculative_tokens=42 is outside 1..15" in result.stderr
 
 
 def test_app_refuses_to_deploy_with_the_placeholder_admin():

@@ -193,6 +193,8 @@ class _FaultyS3(BaseHTTPRequestHandler):
     """Forwards every request to moto, except those for keys under artifacts/, which get `server.fault`."""
 
     server: _FaultyS3Server
+    # HTTP/1.1 answers botocore's `Expect: 100-continue` on PUT at once; under HTTP/1.0 each PUT waited 1 s for it.
+    protocol_version = "HTTP/1.1"
 
     def _handle(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))

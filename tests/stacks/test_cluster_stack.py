@@ -18,16 +18,6 @@ def _trn2_nodegroup(synth) -> dict:
     return props
 
 
-def _trn2_launch_template(synth) -> dict:
-    templates = synth.resources("Cluster", "AWS::EC2::LaunchTemplate").values()
-    (data,) = [
-        t["Properties"]["LaunchTemplateData"]
-        for t in templates
-        if "InstanceType" in t["Properties"]["LaunchTemplateData"]
-    ]
-    return data
-
-
 def test_cluster_runs_the_configured_version_with_logging_and_secret_encryption(synth):
     props = _one(synth.resources("Cluster", "AWS::EKS::Cluster"))
     assert props["Version"] == "1.35"
@@ -68,7 +58,7 @@ def test_trn2_nodegroup_uses_neuron_ami_launch_template_and_taint(synth):
 
 
 def test_trn2_launch_template_sets_instance_disk_imdsv2_and_efa(synth):
-    lt = _trn2_launch_template(synth)
+    lt = synth.trn2_launch_template()
     assert lt["InstanceType"] == "trn2.48xlarge"
     ebs = lt["BlockDeviceMappings"][0]["Ebs"]
     assert (ebs["VolumeSize"], ebs["VolumeType"], ebs["Encrypted"]) == (1024, "gp3", True)
@@ -84,7 +74,7 @@ def test_trn2_launch_template_sets_instance_disk_imdsv2_and_efa(synth):
 def test_capacity_block_variant_targets_the_reservation(variant_synth):
     ng = _trn2_nodegroup(variant_synth)
     assert ng["CapacityType"] == "CAPACITY_BLOCK"
-    lt = _trn2_launch_template(variant_synth)
+    lt = variant_synth.trn2_launch_template()
     assert lt["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
     ebs = lt["BlockDeviceMappings"][0]["Ebs"]
     assert (ebs["Iops"], ebs["Throughput"]) == (6000, 500)
@@ -197,7 +187,7 @@ def test_no_iam_policy_grants_full_access(synth, variant_synth):
 def test_capacity_block_launch_template_attaches_no_placement_group(variant_synth):
     """EC2 already places a Capacity Block in a cluster placement group; a second one must not be attached."""
     assert variant_synth.config.efa_required  # EFA stays on: only the placement group goes
-    lt = _trn2_launch_template(variant_synth)
+    lt = variant_synth.trn2_launch_template()
     assert "Placement" not in lt
     assert {n["InterfaceType"] for n in lt["NetworkInterfaces"]} == {"efa", "efa-only"}
     assert variant_synth.resources("Cluster", "AWS::EC2::PlacementGroup") == {}

@@ -94,3 +94,16 @@ def test_lock_installs_every_declared_dependency_on_linux_for_each_supported_pyt
         assert pinned is not None, f"{spec.name} is not in requirements.lock for Python 3.{minor} on Linux"
         (version,) = [s.version for s in pinned.specifier]
         assert version in spec.specifier, f"requirements.lock pins {pinned} but pyproject.toml asks for {spec}"
+
+
+@pytest.mark.parametrize("lock", sorted(ROOT.glob("requirements*.lock")), ids=lambda p: p.name)
+def test_every_lock_is_regenerated_from_committed_inputs_only(lock):
+    """The files a lock's `uv pip compile` header and its `# via -r` lines name are in the repo, never a path of
+    the machine that compiled it (which nobody else could regenerate the lock from)."""
+    text = lock.read_text()
+    commands = re.findall(r"^#\s+uv pip compile (.*)$", text, flags=re.M)
+    named = [w for c in commands for w in c.split() if re.search(r"\.(in|txt|toml|lock)(:[\w-]+)?$", w)]
+    named += re.findall(r"^\s*# via -r (\S+)$", text, flags=re.M)
+    for path in named:
+        assert not path.startswith(("/", "~")), f"{lock.name} names {path}; compile from a committed input file"
+        assert (ROOT / path.split(":")[0]).exists(), f"{lock.name} names {path}, which is not in the repo"
