@@ -50,7 +50,17 @@ def test_no_layer_below_ops_imports_ops(path):
     assert "ops" not in imported_roots(path), f"{path.relative_to(ROOT)} imports ops/, the layer above it"
 
 
-LEAVES = ("api_key", "bucket_layout", "cost", "exit_codes", "kubernetes", "metrics", "prompt_suite", "speculation", "tags")
+LEAVES = (
+    "api_key",
+    "bucket_layout",
+    "cost",
+    "exit_codes",
+    "kubernetes",
+    "metrics",
+    "prompt_suite",
+    "speculation",
+    "tags",
+)
 OURS = {"app", "bench", "charts", "config", "model_build", "ops", "serving_stacks", "stacks"}
 
 
