@@ -13,7 +13,6 @@ script of the same shape and its own pinned environment.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
@@ -88,24 +87,7 @@ def check(argv: list[str], env: dict[str, str], host_memory_gib: int) -> None:
     engine_args.create_engine_config()
 
 
-def main() -> int:
-    with open(sys.argv[1]) as commands_file:
-        commands = json.load(commands_file)
-    results: dict[str, str] = {}
-    saved = dict(os.environ)
-    for command in commands:
-        try:
-            check(command["argv"], command["env"], command["host_memory_gib"])
-            results[command["name"]] = "ok"
-        except (Exception, SystemExit) as err:  # argparse exits; report it as the failure it is
-            results[command["name"]] = f"{type(err).__name__}: {err}"
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
-    with open(sys.argv[2], "w") as out:
-        out.write(json.dumps(results, indent=2, sort_keys=True))
-    return 0 if all(v == "ok" for v in results.values()) else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from check_driver import run  # beside this script, on sys.path when it runs as one
+
+    sys.exit(run(lambda command: check(command["argv"], command["env"], command["host_memory_gib"])))
