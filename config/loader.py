@@ -17,6 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from config.schema import ConfigError, DeploymentConfig
+from serving_stacks import STACKS
 
 DEFAULT_CONFIG = Path(__file__).with_name("default.yaml")
 MAX_BYTES = 256 * 1024
@@ -186,15 +187,17 @@ def _sentence(error: Any) -> str:
         return f"{loc}={shown} is malformed; it must match {pattern}"
     if kind == "union_tag_invalid":
         tag = _short(value.get("method")) if isinstance(value, dict) else shown
-        return f"{loc}.method={tag} is unknown; use one of none, fused-draft (legacy-v0 stack), eagle3, dflash (vllm-neuron stack)"
+        return f"{loc}.method={tag} is unknown; use one of {_METHODS_HINT}"
     if kind == "union_tag_not_found":
-        return f"{loc}.method is missing; use one of none, fused-draft (legacy-v0 stack), eagle3, dflash (vllm-neuron stack)"
+        return f"{loc}.method is missing; use one of {_METHODS_HINT}"
     if kind == "value_error":
         return f"{loc}: {msg}"
     return f"{loc}={shown}: {msg}; fix the value (see config/default.yaml)"
 
 
-_UNION_TAGS = {"none", "fused-draft", "eagle", "NoSpeculation", "DraftSpeculation"}
+# pydantic puts the decoding union's tag (the method) into error locations; they are dropped from what we show.
+_UNION_TAGS = {"NoSpeculation", "DraftSpeculation", *(m for s in STACKS for m in s.METHODS)}
+_METHODS_HINT = "; ".join(f"{', '.join(s.METHODS)} ({s.NAME} stack)" for s in STACKS)
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 4, 4, 60, 60, 40
 

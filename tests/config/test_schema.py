@@ -431,3 +431,20 @@ def test_a_baseline_that_is_missing_or_speculates_is_refused() -> None:
         "baseline='speculative' speculates (fused-draft); speedups need a reference without speculation: "
         "name one of baseline"
     ]
+
+
+@pytest.mark.parametrize("method", ["fused-draft", "eagle3", "dflash"])
+def test_a_decoding_error_is_located_without_the_method_tag(method):
+    """pydantic puts the union's tag into the location; every stack's methods are taken out of what we show."""
+
+    def mutate(d):
+        d["profiles"][1]["decoding"].update(method=method, num_speculative_tokens=99)
+
+    (problem,) = problems_for(mutate)
+    assert problem.startswith("profiles.1.decoding.num_speculative_tokens:"), problem
+
+
+def test_an_unknown_method_names_every_stacks_methods():
+    (problem,) = problems_for(lambda d: d["profiles"][1]["decoding"].update(method="eagle"))
+    assert "method='eagle' is unknown" in problem
+    assert "none, fused-draft (legacy-v0 stack)" in problem and "none, eagle3, dflash (vllm-neuron stack)" in problem
