@@ -21,7 +21,6 @@ from charts.code_bundle import (
     job_code_env,
     job_code_mounts,
     job_code_volumes,
-    lock_pins,
     locked_requirements,
     python_files,
     unpack_command,
@@ -49,10 +48,6 @@ def bench_code_files() -> list[str]:
     """What `python -m bench run` needs in the cluster (no report plots, no test server)."""
     skip = {"bench/report.py", "bench/loopback_server.py", "bench/selfcheck.py"}
     return [f for f in python_files("bench", "config", "serving_stacks") if f not in skip]
-
-
-def pinned_runtime_packages() -> list[str]:
-    return lock_pins(*RUNTIME_PACKAGES)
 
 
 def endpoints(config: DeploymentConfig) -> list[str]:

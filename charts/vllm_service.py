@@ -8,7 +8,7 @@ from constructs import Construct
 from charts.code_bundle import CODE_PATH, CodeBundle
 from charts.models_volume import MOUNT_PATH, ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
-from charts.pod_security import image_user, non_root
+from charts.pod_security import VLLM_POD_LABELS, image_user, non_root
 from charts.vllm_args import artifact_dir, vllm_args, vllm_env
 from config.api_key import API_KEY_ENV, API_KEY_SECRET_KEY
 from config.schema import DeploymentConfig, ServingProfile
@@ -23,10 +23,14 @@ def service_account_name(profile: ServingProfile) -> str:
     return f"{profile.name}-vllm"
 
 
+def selector(profile: ServingProfile) -> dict[str, str]:
+    """The Service's and Deployment's selector; VLLM_POD_LABELS is what the NetworkPolicies match on."""
+    return {**VLLM_POD_LABELS, "app.kubernetes.io/instance": profile.name}
+
+
 def labels(profile: ServingProfile) -> dict[str, str]:
     return {
-        "app.kubernetes.io/name": "vllm",
-        "app.kubernetes.io/instance": profile.name,
+        **selector(profile),
         "app.kubernetes.io/part-of": "trn-specdec",
         "trn-specdec/profile": profile.name,
         "trn-specdec/model": profile.target,
@@ -56,7 +60,6 @@ class VllmService(Construct):
         self.name = profile.name
         ns = config.namespace
         self.labels = labels(profile)
-        selector = {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": profile.name}
 
         self.claim_template = NeuronClaimTemplate(
             self,
@@ -87,7 +90,7 @@ class VllmService(Construct):
                 replicas=profile.replicas,
                 # Recreate: a rolling update would need a second set of devices that the node does not have.
                 strategy=k8s.DeploymentStrategy(type="Recreate"),
-                selector=k8s.LabelSelector(match_labels=selector),
+                selector=k8s.LabelSelector(match_labels=selector(profile)),
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(labels=self.labels, annotations={"trn-specdec/artifact-digest": digest}),
                     spec=k8s.PodSpec(
@@ -107,7 +110,7 @@ class VllmService(Construct):
             metadata=k8s.ObjectMeta(name=profile.name, labels=self.labels),
             spec=k8s.ServiceSpec(
                 type="ClusterIP",
-                selector=selector,
+                selector=selector(profile),
                 ports=[
                     k8s.ServicePort(name="http", port=profile.port, target_port=k8s.IntOrString.from_string("http"))
                 ],

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
 import kubernetes_validate
 import pytest
 
-from charts.bench_job import bench_script, endpoints, pinned_runtime_packages, render_bench_job
+from charts.bench_job import RUNTIME_PACKAGES, bench_script, endpoints, render_bench_job
+from charts.code_bundle import locked_requirements
 from tests.charts.conftest import of_kind
 
 
@@ -44,10 +46,12 @@ def test_job_runs_on_system_nodes_with_the_bench_identity(job):
     assert pod["serviceAccountName"] == "bench" and "tolerations" not in pod
 
 
-def test_client_dependencies_are_pinned_to_the_lock_file():
-    pins = pinned_runtime_packages()
-    assert [p.split("==")[0] for p in pins] == ["aiohttp", "pydantic", "pyyaml", "boto3"]
-    assert all(p.split("==")[1][0].isdigit() for p in pins)
+def test_client_dependencies_are_pinned_to_the_lock_file_with_hashes():
+    assert RUNTIME_PACKAGES == ("aiohttp", "pydantic", "pyyaml", "boto3")
+    pins = dict(re.findall(r"^([a-z0-9_.-]+)==(\S+)", locked_requirements(*RUNTIME_PACKAGES), re.MULTILINE))
+    assert {"aiohttp", "pydantic", "pyyaml", "boto3"} <= pins.keys()
+    assert all(v[0].isdigit() for v in pins.values())
+    assert locked_requirements(*RUNTIME_PACKAGES).count("--hash=sha256:") >= len(pins)
 
 
 def test_bench_run_command_parses_with_the_bench_cli(default_config):
