@@ -297,21 +297,6 @@ async def receive_one(
     return raw
 
 
-async def stream_one(
-    session: aiohttp.ClientSession,
-    target: Target,
-    prompt: str,
-    max_tokens: int,
-    *,
-    run_start: float,
-    continuous_usage: bool = True,
-    timeout_s: float = 600.0,
-) -> RequestRecord:
-    """One request, received and then turned into its record."""
-    raw = await receive_one(session, target, prompt, max_tokens, continuous_usage=continuous_usage, timeout_s=timeout_s)
-    return raw.to_record(run_start)
-
-
 def _kept_chunks(chunks: list[_Chunk], tokens: list[int], t0: float) -> list[tuple[float, int, str]]:
     """(time since t0, tokens, text) of each chunk that carried tokens; text of a chunk counted as zero tokens
     moves to the next kept chunk (the last one at the end), so the texts still join to the whole output."""

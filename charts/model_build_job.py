@@ -31,6 +31,7 @@ from charts.pod_security import image_user
 from charts.vllm_args import vllm_args
 from config.schema import ConfigError, DeploymentConfig, ServingProfile
 from model_build.digest import profile_digest
+from serving_stacks import legacy_v0
 
 BUILD_CODE_CONFIG_MAP = "trn-specdec-build-code"
 SCRATCH_PATH = "/scratch"
@@ -66,7 +67,7 @@ def build_job_name(config: DeploymentConfig, profile: ServingProfile) -> str:
 
 def compile_command(config: DeploymentConfig, profile: ServingProfile, cli: str, out: str) -> str:
     """legacy-v0: the NxDI compile. vllm-neuron: run the Deployment's own vLLM command line into a cache."""
-    if profile.image.stack == "legacy-v0":
+    if profile.image.stack == legacy_v0.NAME:
         return f"{cli} compile {profile.name} --out {out}"
     argv = ["vllm", *vllm_args(config, profile)]
     return (

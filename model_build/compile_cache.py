@@ -34,7 +34,7 @@ from model_build.digest import artifact_inputs, digest_of
 from model_build.errors import BuildError, build_command
 from model_build.manifest import BuildRecord
 from model_build.plan import DEFAULT_MODELS_ROOT, DEFAULT_OUT
-from serving_stacks import stack_named, vllm_neuron
+from serving_stacks import vllm_neuron
 
 HEALTH_POLL_SECONDS = 10.0
 STOP_GRACE_SECONDS = 60
@@ -185,7 +185,7 @@ def build_cache(
         profile=plan.profile,
         digest=plan.digest,
         inputs=plan.inputs,
-        builder=builder_versions() | {"stack": stack_named(plan.inputs["stack"]).NAME},
+        builder=builder_versions() | {"stack": plan.inputs["stack"]},
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         neuron_config={"vllm_argv": argv},
     )

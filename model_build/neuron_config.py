@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
+from serving_stacks import legacy_v0
 
-COMPILED_METHODS = ("none", "fused-draft")  # decoding methods model_build compiles (vLLM compiles EAGLE itself)
+COMPILED_METHODS = legacy_v0.METHODS  # what model_build compiles with NxDI: the legacy-v0 stack's methods
 
 # Greedy sampling on the device, as vLLM's fused-speculation path configures it (top_k=1, no sampling).
 # OnDeviceSamplingConfig: models/config.py:808-818 at v0.6.10598; NeuronConfig turns a dict into one (:182-186).

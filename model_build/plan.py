@@ -21,6 +21,7 @@ from model_build import check_mounted
 from model_build.digest import artifact_inputs, digest_of
 from model_build.errors import BuildError, build_command
 from model_build.manifest import MANIFEST_NAME
+from serving_stacks import legacy_v0
 
 # Which NxDI release each Neuron SDK line ships (the SDK release notes / DLC Dockerfiles pin these).
 NXDI_RELEASE_BY_SDK = {"2.26": "v0.6.10598"}
@@ -220,7 +221,7 @@ def build_plan(
     out_dir: str | None = None,
     bucket: str | None = None,
 ) -> BuildPlan:
-    if profile.image.stack != "legacy-v0":
+    if profile.image.stack != legacy_v0.NAME:
         raise BuildError(
             f"profile {profile.name} runs on the {profile.image.stack} stack, whose artifact is its compile cache, "
             "not an NxDI compile; build it with model_build.compile_cache (make build does)"
