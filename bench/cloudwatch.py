@@ -87,7 +87,7 @@ def series_from_results(results: BenchResults) -> list[Series]:
         _put(m, ACCEPTANCE_RATE, "None", run.spec_decode.acceptance_rate)
         _put(m, MEAN_ACCEPTANCE_LENGTH, COUNT, run.spec_decode.mean_acceptance_length)
         for (name, unit), values in m.items():
-            case = run.test_case if run.stop == "fixed" else f"{run.test_case}/natural"
+            case = run.case_label
             out.append(Series(name, unit, run.variant, case, run.started_at, values))
     return out
 

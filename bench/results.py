@@ -256,6 +256,12 @@ class CaseRun(_Model):
     summary: RunSummary
     spec_decode: SpecDecodeResult
 
+    @property
+    def case_label(self) -> str:
+        """The test case as published (CloudWatch TestCase) and tuned: natural-stop runs as `<case>/natural` (no
+        case name has a slash), so each run is compared with runs of its own stop mode."""
+        return self.test_case if self.stop == "fixed" else f"{self.test_case}/natural"
+
     def _steps(self) -> tuple[int, int, float]:
         """(chunks, tokens, seconds) after each successful request's first chunk, exact token counts only."""
         chunks = tokens = 0

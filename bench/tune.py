@@ -97,7 +97,7 @@ def fit_cases(
         else:
             continue
         predicted = {kk: expected_speedup(alpha, kk, c_used) for kk in K_RANGE}
-        case = run.test_case if run.stop == "fixed" else f"{run.test_case}/natural"  # each against its own stop
+        case = run.case_label  # each against its own stop
         fits.append(CaseFit(run.variant, case, run.kind, k, alpha, source, predicted, c_used, c_measured, fitted))
     return fits
 
