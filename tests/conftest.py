@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import yaml
 
 from config import DEFAULT_CONFIG, DeploymentConfig, load_config, parse_config
 from tests.timeouts import pytest_configure, pytest_runtest_call, pytest_runtest_setup  # noqa: F401 (hooks)
+from tools.test_shards import SHARED_SYNTH_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -148,7 +150,27 @@ def variant_config() -> DeploymentConfig:
 
 @pytest.fixture(scope="session")
 def synth(default_config: DeploymentConfig, tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    return synthesize(default_config, tmp_path_factory.mktemp("cdk.out"))
+    """With SHARED_SYNTH_DIR (tools/test_shards.py sets it for its concurrent pytest processes), the first process
+    synthesizes the default config there and the others read that cloud assembly instead of synthesizing again."""
+    shared = os.environ.get(SHARED_SYNTH_DIR)
+    if not shared:
+        return synthesize(default_config, tmp_path_factory.mktemp("cdk.out"))
+    import fcntl
+
+    outdir = Path(shared)
+    outdir.mkdir(parents=True, exist_ok=True)
+    with (outdir.parent / f"{outdir.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        done = outdir / "synthesized"
+        if not done.exists():
+            result = synthesize(default_config, outdir)
+            done.touch()
+            return result
+    templates = {
+        p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")
+    }
+    report = json.loads((outdir / "validation-report.json").read_text())
+    return Synth(config=default_config, outdir=outdir, templates=templates, validation_report=report)
 
 
 @pytest.fixture(scope="session")

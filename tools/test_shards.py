@@ -11,6 +11,7 @@ adds up every shard: `N passed, N failed`.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN_SHARDS = ("tests/bench", "tests/ops tests/model_build")  # wait-heavy: loopback servers, moto, subprocesses
+SHARED_SYNTH_DIR = "TRN_SPECDEC_SHARED_SYNTH_DIR"  # tests/conftest.py: where the shards share one synth
 COUNTED = ("passed", "failed", "errors", "skipped", "deselected")
 
 
@@ -48,13 +50,20 @@ def counts(output: str) -> dict[str, int]:
 
 
 def run_concurrently(group: list[Shard]) -> list[tuple[Shard, int, str]]:
+    """Each shard in its own pytest process; the default config's cloud assembly is synthesized once for all of
+    them (tests/conftest.py reads SHARED_SYNTH_DIR)."""
     with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, SHARED_SYNTH_DIR: str(Path(tmp) / "cdk.out")}
         started = []
         for i, shard in enumerate(group):
             log = Path(tmp) / f"{i}.log"
             with log.open("w") as out:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "pytest", *shard.args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT
+                    [sys.executable, "-m", "pytest", *shard.args],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
                 )
             started.append((shard, proc, log))
         results = []
