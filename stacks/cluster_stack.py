@@ -18,6 +18,7 @@ from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
 from stacks.constructs.node_metadata import metadata_options
 from stacks.constructs.pod_identity_role import PodIdentityRole
+from stacks.constructs.s3_gateway_endpoint import S3GatewayEndpoint
 from stacks.constructs.trn2_node_group import Trn2NodeGroup
 from stacks.nag import acknowledge, acknowledge_node_role, managed_policy
 
@@ -53,6 +54,8 @@ class ClusterStack(Stack):
                 ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
             ],
         )
+        # S3 (checkpoints, artifacts, Mountpoint reads) off the NAT gateway: docs/coldstart.md, Network path.
+        self.s3_endpoint = S3GatewayEndpoint(self, "S3Endpoint", vpc=self.vpc)
         self.vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(

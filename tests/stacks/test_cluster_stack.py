@@ -191,3 +191,21 @@ def test_capacity_block_launch_template_attaches_no_placement_group(variant_synt
     assert "Placement" not in lt
     assert {n["InterfaceType"] for n in lt["NetworkInterfaces"]} == {"efa", "efa-only"}
     assert variant_synth.resources("Cluster", "AWS::EC2::PlacementGroup") == {}
+
+
+def _private_route_tables(s) -> set[str]:
+    """Route tables whose default route goes to a NAT gateway: the private subnets', where nodes and pods live."""
+    routes = s.resources("Cluster", "AWS::EC2::Route").values()
+    return {r["Properties"]["RouteTableId"]["Ref"] for r in routes if "NatGatewayId" in r["Properties"]}
+
+
+def test_every_private_route_table_routes_s3_through_the_gateway_endpoint(synth, variant_synth):
+    """S3 bytes (checkpoints, artifacts, Mountpoint reads) must not cross the NAT gateway, which bills per GB."""
+    for s in (synth, variant_synth):
+        private = _private_route_tables(s)
+        assert len(private) == len(s.config.network.availability_zones)
+        (endpoint,) = s.resources("Cluster", "AWS::EC2::VPCEndpoint").values()
+        props = endpoint["Properties"]
+        assert props["VpcEndpointType"] == "Gateway"
+        assert ".s3" in json.dumps(props["ServiceName"])
+        assert {t["Ref"] for t in props["RouteTableIds"]} == private
