@@ -86,7 +86,10 @@ def timeline_png(starts: list[ColdStart], path: Path) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first pod's start (node Ready or pod created); hatched: boundaries merged")
     ax.legend(
-        handles=[Patch(color=c, label=n) for n, c in colours.items()], fontsize=7, loc="upper left", bbox_to_anchor=(1, 1)
+        handles=[Patch(color=c, label=n) for n, c in colours.items()],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1, 1),
     )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
