@@ -15,6 +15,7 @@ from constructs import Construct
 
 from config.kubernetes import KUBECTL_LAYERS
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
+from stacks.constructs.capacity_block_notice import CapacityBlockNotice
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
 from stacks.constructs.node_metadata import metadata_options
 from stacks.constructs.pod_identity_role import PodIdentityRole
@@ -149,6 +150,10 @@ class ClusterStack(Stack):
             efa=config.efa_required,
             tags=config.tags,
         )
+        # A Capacity Block's end, announced by EC2 40 minutes before: to the alarm topic (docs/coldstart.md).
+        block, topic = config.trn2_nodes.capacity_reservation_id, config.observability.alarm_topic_arn
+        if config.trn2_nodes.capacity_type == "CAPACITY_BLOCK" and block and topic:
+            CapacityBlockNotice(self, "CapacityBlockNotice", reservation_id=block, topic_arn=topic)
 
         self.addons = self._managed_addons()
         self.neuron_dra = NeuronDraDriver(self, "NeuronDra", cluster=self.cluster)

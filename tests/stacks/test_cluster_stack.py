@@ -209,3 +209,16 @@ def test_every_private_route_table_routes_s3_through_the_gateway_endpoint(synth,
         assert props["VpcEndpointType"] == "Gateway"
         assert ".s3" in json.dumps(props["ServiceName"])
         assert {t["Ref"] for t in props["RouteTableIds"]} == private
+
+
+def test_a_capacity_block_deployment_forwards_ec2s_expiration_warning_for_its_reservation(synth, variant_synth):
+    """EC2's own event, 40 minutes before the block ends, to the alarm topic; an on-demand deployment has none."""
+    assert synth.resources("Cluster", "AWS::Events::Rule") == {}
+    (rule,) = variant_synth.resources("Cluster", "AWS::Events::Rule").values()
+    props = rule["Properties"]
+    assert props["EventPattern"]["source"] == ["aws.ec2"]
+    assert "Capacity Block Expiration Warning" in props["EventPattern"]["detail-type"]
+    assert props["EventPattern"]["detail"] == {"capacity-reservation-id": ["cr-0123456789abcdef0"]}
+    (target,) = props["Targets"]
+    assert target["Arn"] == variant_synth.config.observability.alarm_topic_arn
+    assert "<detail-capacity-reservation-id> ends at <detail-end-date>" in json.dumps(target["InputTransformer"])
