@@ -102,7 +102,7 @@ class ColdStart:
     pod: str
     profile: str
     node: str | None
-    start_kind: str  # "new node" (pod created before its node was Ready), "ready node" or "not scheduled"
+    start_kind: str  # "new node" (pod created before its node was Ready), "ready node", "node gone", "not scheduled"
     phases: tuple[Phase, ...]
     outcome: str  # "Ready", or why not
     image_bytes: int | None = None  # from the Pulled event; 0 when the image was already on the node
@@ -179,9 +179,10 @@ def cold_start(
     created = timestamp(meta["creationTimestamp"])
     assert created is not None
     node_ready = timestamp((_condition(node, "Ready") or {}).get("lastTransitionTime")) if node else None
-    start_kind = (
-        "not scheduled" if node is None else "new node" if node_ready and node_ready > created else "ready node"
-    )
+    if node is None:
+        start_kind = "node gone" if pod.get("spec", {}).get("nodeName") else "not scheduled"
+    else:
+        start_kind = "new node" if node_ready and node_ready > created else "ready node"
     start = max(created, node_ready) if node_ready else created
 
     marks: dict[str, datetime | None] = {name: None for name, _ in BOUNDARIES}
@@ -225,14 +226,16 @@ def cold_start(
     if restarts:
         notes.append(f"vllm restarted {restarts} times: the earlier runs are inside 'vLLM create'")
     compiled_s: float | None = None
-    for when, message in log_lines(vllm_log):
-        found = _ENGINE_READY.search(message)
-        if found and marks["vllm_start"] and when >= marks["vllm_start"] - ROUNDING:
-            marks["engine_ready"] = when
-            if found["c"] is not None and float(found["c"]) > 0:
-                compiled_s = float(found["c"])
+    if marks["vllm_start"] is not None:
+        since = marks["vllm_start"] - ROUNDING
+        found = [(when, m) for when, line in log_lines(vllm_log) if when >= since and (m := _ENGINE_READY.search(line))]
+        # V1's engine line comes last and says whether it compiled; the V0 lines are the fallback.
+        engine = next(((when, m) for when, m in found if m["s"] is not None), found[0] if found else None)
+        if engine is not None:
+            marks["engine_ready"] = engine[0]
+            if engine[1]["c"] is not None and float(engine[1]["c"]) > 0:
+                compiled_s = float(engine[1]["c"])
                 notes.append(f"vLLM compiled for {compiled_s:g} s while starting: the artifact did not cover it")
-            break
 
     outcome = _outcome(pod, init, vllm)
     ready = _condition(pod, "Ready")

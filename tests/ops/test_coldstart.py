@@ -260,3 +260,17 @@ def test_the_report_through_the_real_kubectl_prints_the_table_and_writes_the_png
     assert selectors[f"/api/v1/namespaces/{NAMESPACE}/events"]["fieldSelector"] == ["involvedObject.kind=Pod"]
     assert sum(u.path.endswith("/log") for u in asked) == 2 * len(PODS)
     assert os.environ["KUBECONFIG"].endswith("kubeconfig")
+
+
+def test_the_v1_engine_line_wins_over_an_earlier_model_loading_line():
+    """vLLM V1 logs "Model loading took" before its KV cache and warm-up; the engine line ends the load."""
+    profile, node_name, t = PODS["baseline-7d9f8c6b5-restarted"]
+    log = f"{objects.log_at(t.vllm_start + 50)} INFO Model loading took 30.5 GiB and 48.0 seconds\n" + objects.vllm_log(
+        t
+    )
+    s = cold_start(objects.pod("p", profile, node_name, t), objects.node(NODE, NODE_READY_S), [], "", log)
+    assert _seconds(s)["model load"] == pytest.approx(200.4) and s.compiled_s == 95.0
+    s = cold_start(
+        objects.pod("p", profile, node_name, t), objects.node(NODE, NODE_READY_S), [], "", log[: log.index("\n") + 1]
+    )
+    assert _seconds(s)["model load"] == pytest.approx(50)  # a V0 log has only that line
