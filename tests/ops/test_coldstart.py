@@ -274,3 +274,33 @@ def test_the_v1_engine_line_wins_over_an_earlier_model_loading_line():
         objects.pod("p", profile, node_name, t), objects.node(NODE, NODE_READY_S), [], "", log[: log.index("\n") + 1]
     )
     assert _seconds(s)["model load"] == pytest.approx(50)  # a V0 log has only that line
+
+
+def test_published_numbers_reach_cloudwatch_by_service_and_phase(aws_env):
+    """PutMetricData to moto on loopback, then read back as the autoscaler's period would be: the maximum
+    TimeToReadySeconds of a service."""
+    import boto3
+
+    config = load_config()
+    starts = list(_starts().values())
+    sent = coldstart_report.publish(
+        starts, namespace=config.observability.metrics_namespace, region=config.region, now=T0 + timedelta(hours=1)
+    )
+    assert sent == len(metric_datums(starts, now=T0 + timedelta(hours=1), max_age_s=14 * 86400))
+    cw = boto3.client("cloudwatch", region_name=config.region)
+
+    def maximum(metric: str, dimensions: dict[str, str]) -> float:
+        (point,) = cw.get_metric_statistics(
+            Namespace=config.observability.metrics_namespace,
+            MetricName=metric,
+            Dimensions=[{"Name": k, "Value": v} for k, v in dimensions.items()],
+            StartTime=T0,
+            EndTime=T0 + timedelta(hours=2),
+            Period=7200,
+            Statistics=["Maximum"],
+        )["Datapoints"]
+        return point["Maximum"]
+
+    assert maximum(TIME_TO_READY, {"Variant": "baseline", "Start": "ready node"}) == 1520
+    assert maximum(TIME_TO_READY, {"Variant": "speculative", "Start": "new node"}) == 450
+    assert maximum(COLD_START_PHASE, {"Variant": "speculative", "Phase": "image pull"}) == 120
