@@ -154,7 +154,8 @@ def build_cache(
     _check_argv(plan, argv)
     check_drafter(plan, Path(plan.models_root))
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **vllm_neuron.build_env(cache_root=str(out))}
+    stack_env = vllm_neuron.build_env(cache_root=str(out), logical_neuron_cores=plan.inputs["logical_neuron_cores"])
+    env = {**os.environ, **stack_env}
     proc = subprocess.Popen(argv, env=env, start_new_session=True)
     started = time.monotonic()
     try:
