@@ -39,9 +39,13 @@ SCRATCH_GIB = 400  # Qwen3-32B artifacts are tens of GB; neuronx-cc work files n
 BUILD_DEADLINE_HOURS = 6
 
 
+# Serving-only code in model_build: the serving pods get it from the verify-code ConfigMap (charts/serving_chart.py).
+SERVING_ONLY = ("model_build/startup_guard.py",)
+
+
 def build_code_files() -> list[str]:
     """model_build and the config it reads; pydantic and PyYAML come with vLLM in the serving image."""
-    return python_files("model_build", "config", "serving_stacks")
+    return [f for f in python_files("model_build", "config", "serving_stacks") if f not in SERVING_ONLY]
 
 
 def build_requirements() -> dict[str, str]:
