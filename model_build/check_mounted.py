@@ -157,13 +157,21 @@ def main(argv: list[str] | None = None) -> int:
     if not isinstance(expected, dict) or not {"digest", "inputs"} <= set(expected):
         print('check_mounted: --expected-json must be an object with "digest" and "inputs"', file=sys.stderr)
         return EXIT_USAGE
+    try:
+        serve_argv = None if args.serve_argv_json is None else json.loads(args.serve_argv_json)
+    except json.JSONDecodeError as err:
+        print(f"check_mounted: --serve-argv-json is not JSON ({err})", file=sys.stderr)
+        return EXIT_USAGE
+    if serve_argv is not None and not (isinstance(serve_argv, list) and all(isinstance(a, str) for a in serve_argv)):
+        print("check_mounted: --serve-argv-json must be a list of strings (the vLLM command line)", file=sys.stderr)
+        return EXIT_USAGE
     code, message = check(args.dir, expected, deep=args.deep)
     print(message, file=sys.stdout if code == EXIT_OK else sys.stderr)
     if code != EXIT_OK:
         return code
     who = f"profile {expected.get('profile') or '<profile>'}"
-    if args.serve_argv_json is not None:
-        problems = argv_problems(args.dir, json.loads(args.serve_argv_json), expected["inputs"].get("graph_args", []))
+    if serve_argv is not None:
+        problems = argv_problems(args.dir, serve_argv, expected["inputs"].get("graph_args", []))
         if problems:
             listed = "\n".join(f"  - {p}" for p in problems)
             print(

@@ -18,6 +18,7 @@ Standard library only: it runs with the serving image's own python3 from the ini
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
@@ -92,10 +93,8 @@ def healthy(port: int) -> bool:
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # vLLM already ended
         os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> int:
