@@ -185,7 +185,7 @@ def test_a_cache_built_by_the_serving_command_line_is_copied_and_checked(mounted
 
 def test_a_graph_flag_that_changed_only_in_serving_fails_before_the_copy(mounted_cache, capsys, tmp_path):
     root, expected = mounted_cache
-    serving = [*SERVE_ARGV[:4], "8"] + SERVE_ARGV[5:]  # --max-num-seqs 8 in serving, 4 in the build
+    serving = [*SERVE_ARGV[:4], "8", *SERVE_ARGV[5:]]  # --max-num-seqs 8 in serving, 4 in the build
     local = tmp_path / "vllm-cache"
     code, text = _run(capsys, root, expected, "--serve-argv-json", json.dumps(serving), "--copy-to", str(local))
     assert code == 1 and not local.exists()
