@@ -96,3 +96,12 @@ def test_the_route_is_part_of_the_artifact_digest(config, monkeypatch):
     native = profile_digest(config, profile)
     monkeypatch.setattr(vllm_neuron, "ROUTE", "neuron")  # the value some images set
     assert profile_digest(config, profile) != native
+
+
+def test_the_runtime_lnc_is_the_claimed_lnc(config, rendered):
+    """The variable the stack names for the runtime's logical core size carries what the DRA claim configures."""
+    claims = {o["metadata"]["name"]: o for o in render_serving(config, BUCKET) if o["kind"] == "ResourceClaimTemplate"}
+    for profile, pods in rendered.items():
+        (vllm,) = [c for c in pods["service"]["containers"] if c["name"] == "vllm"]
+        lnc = claims[f"{profile}-neuron"]["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"]
+        assert env_of(vllm)["NEURON_LOGICAL_NC_CONFIG"] == str(lnc["logicalNeuronCore"]), profile
