@@ -74,6 +74,7 @@ class CachePlan:
             f"profile {self.profile} ({self.inputs['stack']} stack): artifact = vLLM's Neuron compile cache",
             f"digest {self.digest}",
             f"graph args: {' '.join(self.inputs['graph_args'])}",
+            "compile route: " + " ".join(f"{k}={v}" for k, v in self.inputs["compile_route"].items()),
             *(f"{name}: {command}" for name, command in self.commands().items()),
         ]
         return "\n".join(lines) + "\n"

@@ -240,3 +240,8 @@ def test_a_draft_outside_the_speculators_format_is_left_to_vllm():
     from serving_stacks.vllm_neuron import speculators_problems
 
     assert speculators_problems({"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}, "eagle3") == []
+
+
+def test_the_plan_shows_the_compile_route(plugin):
+    config, profile = plugin
+    assert "compile route: VLLM_NEURON_BACKEND=neuron_native\n" in cache_plan(config, profile).render()
