@@ -16,10 +16,18 @@ from charts.model_build_job import ModelBuildCode, ModelBuildSupport
 from charts.pod_security import network_policies
 from charts.stage_job import STAGE_SERVICE_ACCOUNT
 from charts.vllm_service import VllmService
+from config.labels import PART_OF, PROJECT
 from config.schema import DeploymentConfig
 
-# The stdlib-only manifest check the serving init container runs (model_build/check_mounted.py).
-VERIFY_CODE = ["model_build/__init__.py", "model_build/manifest.py", "model_build/check_mounted.py"]
+# The stdlib-only manifest check the serving init container runs (model_build/check_mounted.py), with the
+# bucket layout it reads the manifest's name from.
+VERIFY_CODE = [
+    "config/__init__.py",
+    "config/bucket_layout.py",
+    "model_build/__init__.py",
+    "model_build/manifest.py",
+    "model_build/check_mounted.py",
+]
 BASE = "base"
 
 
@@ -33,7 +41,7 @@ class BaseChart(cdk8s.Chart):
         self.namespace_object = k8s.KubeNamespace(
             self,
             "Namespace",
-            metadata=k8s.ObjectMeta(name=config.namespace, labels={"app.kubernetes.io/part-of": "trn-specdec"}),
+            metadata=k8s.ObjectMeta(name=config.namespace, labels={PART_OF: PROJECT}),
         )
         self.config_file = ConfigFile(self, "Config", config=config)
         self.verify_code = CodeBundle(self, "VerifyCode", name="trn-specdec-verify-code", files=VERIFY_CODE)

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from config.bucket_layout import checkpoint_prefix
+from config.bucket_layout import checkpoint_prefix, manifest_key
 from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingProfile
 from model_build.errors import BuildError
-from model_build.manifest import MANIFEST_NAME, Manifest, ManifestFile
+from model_build.manifest import Manifest, ManifestFile
 from model_build.publish import PublishResult, publish_tree, read_manifest
 from model_build.transfer import S3Store, TransferStats
 
@@ -100,7 +100,7 @@ def stage_checkpoints(
     for key in keys:
         model = config.models[key]
         prefix = checkpoint_prefix(model.hf_id, model.revision)
-        staged = None if force else read_manifest(store, prefix + MANIFEST_NAME)
+        staged = None if force else read_manifest(store, manifest_key(prefix))
         if staged is not None:
             results[key] = PublishResult(store.url(prefix), staged, TransferStats(), True, False)
             log(f"{key}: already staged at {store.url(prefix)} (pass --force to download and check it again)")

@@ -51,13 +51,13 @@ def artifact_inputs(config: DeploymentConfig, profile: ServingProfile) -> dict[s
         # The exact NeuronConfig keywords compile uses, so a change in how they are derived moves the digest too.
         "neuron_config": compiled_neuron_config(config, profile),
     }
-    stack = stack_named(profile.image.stack)
-    if hasattr(stack, "graph_args"):
-        # The compile cache is keyed by graphs, shapes, compiler and its args (the plugin's
+    graph_args = stack_named(profile.image.stack).graph_args(profile)
+    if graph_args is not None:
+        # A compile cache is keyed by graphs, shapes, compiler and its args (the plugin's
         # compilation_cache.md): every flag of this stack that shapes them (buckets, Neuron settings,
         # scheduling switches) joins the inputs, with the plugin version of the image.
         inputs["plugin_version"] = profile.image.plugin_version
-        inputs["graph_args"] = stack.graph_args(profile)
+        inputs["graph_args"] = graph_args
     return inputs
 
 

@@ -12,6 +12,8 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from config.labels import INSTANCE
+
 CONTAINER_INSIGHTS = "ContainerInsights"
 FAILED_NODES = "cluster_failed_node_count"
 RUNNING_PODS = "service_number_of_running_pods"
@@ -64,7 +66,7 @@ class ServingAlarms(Construct):
                     alarm_description=(
                         f"No running pod behind Service {namespace}/{service} for 15 minutes. Expected while "
                         f"`make build PROFILE={service}` runs or before its artifact exists; otherwise see "
-                        f"kubectl -n {namespace} describe pods -l app.kubernetes.io/instance={service}."
+                        f"kubectl -n {namespace} describe pods -l {INSTANCE}={service}."
                     ),
                     metric=cw.Metric(
                         namespace=CONTAINER_INSIGHTS,

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from config.bucket_layout import checkpoint_prefix
+from config.bucket_layout import MANIFEST_NAME, checkpoint_prefix
 from config.schema import HfModel
 from model_build.checkpoints import models_in_use, select_models, stage_checkpoints
 from model_build.cli import main
 from model_build.errors import BuildError
-from model_build.manifest import MANIFEST_NAME, Manifest
+from model_build.manifest import Manifest
 from tests.iam_check import S3Calls, denied, statements_by_service_account
 from tests.model_build.conftest import MIB, MOTO_ACCOUNT, FaultyClient, write_tree
 
