@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from config.bucket_layout import checkpoint_prefix, manifest_key
-from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingProfile
+from config.schema import DeploymentConfig, HfModel
 from model_build.errors import BuildError
 from model_build.manifest import Manifest, ManifestFile
 from model_build.publish import PublishResult, publish_tree, read_manifest
@@ -27,18 +27,8 @@ IGNORE_PATTERNS = ["*.bin", "*.pth", "*.pt", "*.gguf", "*.msgpack", "*.h5", "ori
 Downloader = Callable[[HfModel, Path], Path]
 
 
-def profile_models(profile: ServingProfile) -> list[str]:
-    """The models one profile loads: its target, and its draft if it speculates with one."""
-    return [profile.target, *([profile.decoding.draft] if isinstance(profile.decoding, DraftSpeculation) else [])]
-
-
-def models_in_use(config: DeploymentConfig) -> list[str]:
-    """Every model a profile needs (targets and drafts), in config order."""
-    return list(dict.fromkeys(k for p in config.profiles for k in profile_models(p)))
-
-
 def select_models(config: DeploymentConfig, requested: Iterable[str] | None) -> list[str]:
-    keys = list(requested or []) or models_in_use(config)
+    keys = list(requested or []) or config.models_in_use()
     unknown = [k for k in keys if k not in config.models]
     if unknown:
         raise BuildError(

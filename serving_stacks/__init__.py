@@ -16,6 +16,8 @@ from serving_stacks import legacy_v0, vllm_neuron
 from serving_stacks.contract import ServingStack
 
 STACKS: tuple[ServingStack, ...] = (legacy_v0, vllm_neuron)
+# The image a config without one gets: the seed reproduction's stack (DESIGN.md, decision 1).
+DEFAULT_IMAGE_TAG = legacy_v0.IMAGE_TAG
 
 
 def stack_named(name: str) -> ServingStack:
