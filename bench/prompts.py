@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from config import pydantic_errors
 from config.prompt_suite import DEFAULT_CASES, Kind
 
 
@@ -92,19 +93,14 @@ def parse_suite(data: Any, where: str = "suite") -> list[TestCase]:
     return cases
 
 
+_FIXES = {
+    "missing": "{loc} is missing; add it (name, prompt and kind are required)",
+    "extra_forbidden": "{loc} is not a known field; use only name, prompt, kind and source",
+    "literal_error": "{loc}={value} is not allowed; use structured or open-ended",
+    "string_too_short": "{loc} is empty; write the prompt text",
+    "too_short": "{loc} has no test cases; add at least one",
+}
+
+
 def _sentence(error: Any) -> str:
-    parts = [str(p) for p in error["loc"]]
-    loc = parts[0] + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in parts[1:]) if parts else "suite"
-    kind = error["type"]
-    value = error.get("input")
-    if kind == "missing":
-        return f"{loc} is missing; add it (name, prompt and kind are required)"
-    if kind == "extra_forbidden":
-        return f"{loc} is not a known field; use only name, prompt, kind and source"
-    if kind == "literal_error":
-        return f"{loc}={value!r} is not allowed; use structured or open-ended"
-    if kind == "string_too_short":
-        return f"{loc} is empty; write the prompt text"
-    if kind == "too_short":
-        return f"{loc} has no test cases; add at least one"
-    return f"{loc}={value!r}: {error['msg'].removeprefix('Value error, ')}; fix the value"
+    return pydantic_errors.sentence(error, fixes=_FIXES, default="{loc}={value}: {msg}; fix the value", where="suite")

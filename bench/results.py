@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.spec_metrics import SpecDecodeResult
+from config import pydantic_errors
 
 SCHEMA_VERSION = 1
 
@@ -397,10 +398,8 @@ def load_results(path: str | Path) -> BenchResults:
     try:
         return BenchResults.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "top level"
-        msg = str(first["msg"]).removeprefix("Value error, ")
-        raise ResultsError(f"results file {str(file)!r}: {where}: {msg}") from None
+        first = pydantic_errors.sentence(err.errors()[0], fixes={}, default="{loc}: {msg}")
+        raise ResultsError(f"results file {str(file)!r}: {first}") from None
 
 
 def save_results(results: BenchResults, path: str | Path) -> Path:

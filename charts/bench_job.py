@@ -29,6 +29,7 @@ from charts.neuron_claim import gi
 from charts.pod_security import non_root
 from charts.vllm_service import api_key_env
 from config.bucket_layout import results_key
+from config.labels import workload_labels
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 
 BENCH_SERVICE_ACCOUNT = "bench"
@@ -126,7 +127,7 @@ class BenchmarkJob(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = f"bench-{run_id}"
-        labels = {"app.kubernetes.io/name": "bench", "app.kubernetes.io/part-of": "trn-specdec"}
+        labels = workload_labels("bench")
         self.job = k8s.KubeJob(
             self,
             "Job",

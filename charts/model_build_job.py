@@ -6,7 +6,6 @@ its Deployment to zero, applies the Job, follows its log and scales the Deployme
 
 from __future__ import annotations
 
-import json
 import shlex
 
 import cdk8s
@@ -25,13 +24,15 @@ from charts.code_bundle import (
     python_files,
     unpack_command,
 )
-from charts.models_volume import MOUNT_PATH, ModelsVolume
+from charts.models_volume import ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
 from charts.pod_security import image_user
 from charts.vllm_args import vllm_args
+from config.bucket_layout import MOUNT_PATH
+from config.labels import ARTIFACT_DIGEST, PROFILE, workload_labels
 from config.schema import ConfigError, DeploymentConfig, ServingProfile
 from model_build.digest import profile_digest
-from serving_stacks import legacy_v0, stack_named
+from serving_stacks import stack_named
 
 BUILD_CODE_CONFIG_MAP = "trn-specdec-build-code"
 SCRATCH_PATH = "/scratch"
@@ -44,8 +45,12 @@ SERVING_ONLY = ("model_build/startup_guard.py",)
 
 
 def build_code_files() -> list[str]:
-    """model_build and the config it reads; pydantic and PyYAML come with vLLM in the serving image."""
-    return [f for f in python_files("model_build", "config", "serving_stacks") if f not in SERVING_ONLY]
+    """model_build and the config it reads; pydantic and PyYAML come with vLLM in the serving image. The config's
+    vocabulary of other layers (benchmark, API key, cost, labels) stays out: the archive has a size budget."""
+    skip = {"config/api_key.py", "config/cost.py", "config/labels.py", "config/metrics.py", "config/prompt_suite.py"}
+    return [
+        f for f in python_files("model_build", "config", "serving_stacks") if f not in skip and f not in SERVING_ONLY
+    ]
 
 
 def build_requirements() -> dict[str, str]:
@@ -70,14 +75,14 @@ def build_job_name(config: DeploymentConfig, profile: ServingProfile) -> str:
 
 
 def compile_command(config: DeploymentConfig, profile: ServingProfile, cli: str, out: str) -> str:
-    """legacy-v0: the NxDI compile. vllm-neuron: run the Deployment's own vLLM command line into a cache."""
-    if profile.image.stack == legacy_v0.NAME:
-        return f"{cli} compile {profile.name} --out {out}"
-    argv = ["vllm", *vllm_args(config, profile)]
-    return (
-        f"{cli} compile {profile.name} --out {out} --vllm-argv-json {shlex.quote(json.dumps(argv))} "
-        f"--port {profile.port} --timeout-minutes {BUILD_DEADLINE_HOURS * 60 - 30}"
+    """`model_build compile` with what the profile's stack needs besides (a stack that compiles by running vLLM
+    gets the Deployment's own command line)."""
+    extra = stack_named(profile.image.stack).compile_args(
+        vllm_argv=["vllm", *vllm_args(config, profile)],
+        port=profile.port,
+        timeout_minutes=BUILD_DEADLINE_HOURS * 60 - 30,
     )
+    return f"{cli} compile {profile.name} --out {out}" + "".join(f" {shlex.quote(arg)}" for arg in extra)
 
 
 BUILD_OUT = f"{SCRATCH_PATH}/artifact"  # where compile writes and publish reads
@@ -164,10 +169,9 @@ class ModelBuildJob(Construct):
         super().__init__(scope, construct_id)
         self.name = build_job_name(config, profile)
         labels = {
-            "app.kubernetes.io/name": "model-build",
-            "app.kubernetes.io/part-of": "trn-specdec",
-            "trn-specdec/profile": profile.name,
-            "trn-specdec/artifact-digest": profile_digest(config, profile),
+            **workload_labels("model-build"),
+            PROFILE: profile.name,
+            ARTIFACT_DIGEST: profile_digest(config, profile),
         }
         self.job = k8s.KubeJob(
             self,

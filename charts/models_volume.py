@@ -5,7 +5,6 @@ from __future__ import annotations
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-MOUNT_PATH = "/models"
 CSI_DRIVER = "s3.csi.aws.com"
 
 

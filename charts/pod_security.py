@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from cdk8s_plus_34 import k8s
 
+from config.labels import VLLM_POD_LABELS
+
 # Any uid the images do not use (65532 is distroless's "nonroot"); emptyDirs are writable by every user.
 NON_ROOT_UID = 65532
-VLLM_POD_LABELS = {"app.kubernetes.io/name": "vllm"}  # what every VllmService pod carries (charts.vllm_service)
 
 
 def _base(**extra: object) -> k8s.SecurityContext:

@@ -16,11 +16,15 @@ from charts.model_build_job import ModelBuildCode, ModelBuildSupport
 from charts.pod_security import network_policies
 from charts.stage_job import STAGE_SERVICE_ACCOUNT
 from charts.vllm_service import VllmService
+from config.labels import PART_OF, PROJECT
 from config.schema import DeploymentConfig
 
-# The stdlib-only manifest check the serving init container runs (model_build/check_mounted.py), and the stdlib-only
-# start-up guard the vllm-neuron container runs vLLM under (model_build/startup_guard.py).
+# The stdlib-only manifest check the serving init container runs (model_build/check_mounted.py), with the
+# bucket layout it reads the manifest's name from, and the stdlib-only start-up guard the vllm-neuron container
+# runs vLLM under (model_build/startup_guard.py).
 VERIFY_CODE = [
+    "config/__init__.py",
+    "config/bucket_layout.py",
     "model_build/__init__.py",
     "model_build/manifest.py",
     "model_build/check_mounted.py",
@@ -39,7 +43,7 @@ class BaseChart(cdk8s.Chart):
         self.namespace_object = k8s.KubeNamespace(
             self,
             "Namespace",
-            metadata=k8s.ObjectMeta(name=config.namespace, labels={"app.kubernetes.io/part-of": "trn-specdec"}),
+            metadata=k8s.ObjectMeta(name=config.namespace, labels={PART_OF: PROJECT}),
         )
         self.config_file = ConfigFile(self, "Config", config=config)
         self.verify_code = CodeBundle(self, "VerifyCode", name="trn-specdec-verify-code", files=VERIFY_CODE)

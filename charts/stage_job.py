@@ -27,6 +27,7 @@ from charts.code_bundle import (
 from charts.model_build_job import BUILD_CODE_CONFIG_MAP
 from charts.neuron_claim import gi, trn2_node_placement
 from charts.pod_security import image_user
+from config.labels import workload_labels
 from config.schema import DeploymentConfig
 
 STAGE_SERVICE_ACCOUNT = "checkpoints-stage"
@@ -68,7 +69,7 @@ class StageCheckpointsJob(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = stage_job_name(config, keys)
-        labels = {"app.kubernetes.io/name": "stage-checkpoints", "app.kubernetes.io/part-of": "trn-specdec"}
+        labels = workload_labels("stage-checkpoints")
         fixed = {"cpu": k8s.Quantity.from_number(STAGE_CPU), "memory": gi(STAGE_MEMORY_GIB)}
         self.job = k8s.KubeJob(
             self,

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from charts.models_volume import MOUNT_PATH
-from config.bucket_layout import artifact_prefix, checkpoint_prefix
+from config.bucket_layout import artifact_prefix, checkpoint_prefix, mounted
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
 from model_build.digest import profile_digest
 from serving_stacks import stack_named
@@ -19,11 +18,11 @@ from serving_stacks import stack_named
 def model_dir(config: DeploymentConfig, key: str) -> str:
     """Local path of a staged checkpoint on the S3 mount (never a hub id: no downloads at start)."""
     model = config.models[key]
-    return f"{MOUNT_PATH}/{checkpoint_prefix(model.hf_id, model.revision)}".rstrip("/")
+    return mounted(checkpoint_prefix(model.hf_id, model.revision))
 
 
 def artifact_dir(config: DeploymentConfig, profile: ServingProfile) -> str:
-    return f"{MOUNT_PATH}/{artifact_prefix(profile_digest(config, profile))}".rstrip("/")
+    return mounted(artifact_prefix(profile_digest(config, profile)))
 
 
 def speculative_config(config: DeploymentConfig, profile: ServingProfile) -> dict[str, Any] | None:

@@ -6,15 +6,18 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.code_bundle import CODE_PATH, CodeBundle
-from charts.models_volume import MOUNT_PATH, ModelsVolume
+from charts.models_volume import ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
-from charts.pod_security import VLLM_POD_LABELS, image_user, non_root
-from charts.vllm_args import artifact_dir, vllm_args, vllm_env
+from charts.pod_security import image_user, non_root
+from charts.vllm_args import vllm_args, vllm_env
+from config import labels as k8s_labels
 from config.api_key import API_KEY_ENV, API_KEY_SECRET_KEY
+from config.bucket_layout import MOUNT_PATH
 from config.schema import DeploymentConfig, ServingProfile
-from model_build import check_mounted
-from model_build.digest import artifact_inputs, profile_digest
-from serving_stacks import stack_named, vllm_neuron
+from model_build.artifact_plan import artifact_base
+from model_build.digest import profile_digest
+from serving_stacks import stack_named
+from serving_stacks.contract import LocalCache
 
 SHM_GIB = 128  # as the reference deployment: NxDI stages tensors through shared memory
 
@@ -25,16 +28,16 @@ def service_account_name(profile: ServingProfile) -> str:
 
 def selector(profile: ServingProfile) -> dict[str, str]:
     """The Service's and Deployment's selector; VLLM_POD_LABELS is what the NetworkPolicies match on."""
-    return {**VLLM_POD_LABELS, "app.kubernetes.io/instance": profile.name}
+    return {**k8s_labels.VLLM_POD_LABELS, k8s_labels.INSTANCE: profile.name}
 
 
 def labels(profile: ServingProfile) -> dict[str, str]:
     return {
         **selector(profile),
-        "app.kubernetes.io/part-of": "trn-specdec",
-        "trn-specdec/profile": profile.name,
-        "trn-specdec/model": profile.target,
-        "trn-specdec/decoding": profile.decoding.method,
+        k8s_labels.PART_OF: k8s_labels.PROJECT,
+        k8s_labels.PROFILE: profile.name,
+        k8s_labels.MODEL: profile.target,
+        k8s_labels.DECODING: profile.decoding.method,
     }
 
 
@@ -92,7 +95,7 @@ class VllmService(Construct):
                 strategy=k8s.DeploymentStrategy(type="Recreate"),
                 selector=k8s.LabelSelector(match_labels=selector(profile)),
                 template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=self.labels, annotations={"trn-specdec/artifact-digest": digest}),
+                    metadata=k8s.ObjectMeta(labels=self.labels, annotations={k8s_labels.ARTIFACT_DIGEST: digest}),
                     spec=k8s.PodSpec(
                         service_account_name=service_account_name(profile),
                         **trn2_placement(self.claim_template.name),
@@ -122,20 +125,13 @@ MODELS_MOUNT = k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=T
 
 
 def verify_artifact_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Container:
-    """The init container: the mounted artifact must match the profile before vLLM starts (never a compile)."""
-    expected = {
-        "digest": profile_digest(config, profile),
-        "inputs": artifact_inputs(config, profile),
-        "profile": profile.name,
-    }
-    # vllm-neuron: after the check, copy the compile cache to node-local disk, where vLLM reads it, check the copy,
-    # and check that the cache was built by the command line this container's vLLM runs.
-    copy_to = vllm_neuron.CACHE_ROOT if profile.image.stack == vllm_neuron.NAME else None
-    serve_argv = ["vllm", *vllm_args(config, profile)] if copy_to else None
+    """The init container: the mounted artifact must match the profile before vLLM starts (never a compile); a
+    stack with a local cache then gets the artifact copied there, built by this pod's own vLLM command line. The command is the artifact plan's, as
+    `model_build plan` shows it."""
     return k8s.Container(
         name="verify-artifact",
         image=profile.image.uri,
-        command=check_mounted.command(artifact_dir(config, profile), expected, copy_to=copy_to, serve_argv=serve_argv),
+        command=artifact_base(config, profile).check_mounted_argv(serve_argv=["vllm", *vllm_args(config, profile)]),
         env=[k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH)],
         # Stdlib Python reading the mount needs no root: Mountpoint CSI driver v2 runs Mountpoint itself as non-root
         # and opens the mount to the workload's users (its docs/UPGRADING_TO_V2.md).
@@ -152,11 +148,14 @@ def verify_artifact_container(config: DeploymentConfig, profile: ServingProfile)
     )
 
 
+def local_cache(profile: ServingProfile) -> LocalCache | None:
+    return stack_named(profile.image.stack).LOCAL_CACHE
+
+
 def local_cache_mounts(profile: ServingProfile) -> list[k8s.VolumeMount]:
-    """The node-local compile cache of a vllm-neuron pod (an emptyDir, as AWS's DRA sample keeps it)."""
-    if profile.image.stack != vllm_neuron.NAME:
-        return []
-    return [k8s.VolumeMount(name="vllm-cache", mount_path=vllm_neuron.CACHE_ROOT)]
+    """The node-local cache of a stack that has one (an emptyDir, as AWS's DRA sample keeps it)."""
+    cache = local_cache(profile)
+    return [] if cache is None else [k8s.VolumeMount(name="vllm-cache", mount_path=cache.path)]
 
 
 def vllm_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Container:
@@ -208,10 +207,13 @@ def health_probes(profile: ServingProfile) -> dict[str, k8s.Probe]:
 
 
 def pod_volumes(models_claim: str, code: CodeBundle, profile: ServingProfile) -> list[k8s.Volume]:
-    """The bucket (read-only), shared memory for NxDI, the verify script and, for vllm-neuron, the local cache."""
-    local_cache = [
-        k8s.Volume(name="vllm-cache", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(vllm_neuron.CACHE_GIB)))
-    ]
+    """The bucket (read-only), shared memory for NxDI, the verify script and the stack's local cache, if any."""
+    cache = local_cache(profile)
+    local = (
+        []
+        if cache is None
+        else [k8s.Volume(name="vllm-cache", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(cache.size_gib)))]
+    )
     return [
         k8s.Volume(
             name="models",
@@ -219,5 +221,5 @@ def pod_volumes(models_claim: str, code: CodeBundle, profile: ServingProfile) ->
         ),
         k8s.Volume(name="dshm", empty_dir=k8s.EmptyDirVolumeSource(medium="Memory", size_limit=gi(SHM_GIB))),
         code.volume(),
-        *(local_cache if local_cache_mounts(profile) else []),
+        *local,
     ]

@@ -1,7 +1,9 @@
 """The models bucket's layout: every layer that reads or writes the bucket (stacks for IAM scopes, charts for
-mount paths, model_build for uploads, bench and ops for results) takes its keys from here.
+mount paths, model_build for uploads, bench and ops for results) takes its keys and file names from here, and
+where pods mount it.
 
-Leaf module: imports nothing of ours, so any layer may read it without pulling in another.
+Leaf module: imports nothing at all, so any layer may read it without pulling in another, and serving's init
+check (model_build/check_mounted.py, standard library only) ships it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,13 @@ from __future__ import annotations
 ARTIFACTS_PREFIX = "artifacts/"  # compiled artifacts, content-addressed: artifacts/<profile digest>/
 CHECKPOINTS_PREFIX = "checkpoints/"  # staged Hugging Face checkpoints: checkpoints/<hf_id>/<revision>/
 RESULTS_PREFIX = "results/"  # benchmark results: results/<run id>.json
+
+MANIFEST_NAME = "manifest.json"  # the last file of every published prefix (artifact or checkpoint)
+BUILD_RECORD_NAME = "build-inputs.json"  # the last file `compile` writes into its output directory
+# Every manifest key (S3 wildcards match "/" too): checkpoints/<hf_id>/<revision>/ holds two levels.
+MANIFEST_KEY_PATTERNS = (f"{ARTIFACTS_PREFIX}*/{MANIFEST_NAME}", f"{CHECKPOINTS_PREFIX}*/{MANIFEST_NAME}")
+
+MOUNT_PATH = "/models"  # where pods mount the bucket read-only (Mountpoint for S3), so <MOUNT_PATH>/<key>
 
 
 def artifact_prefix(digest: str) -> str:
@@ -21,3 +30,13 @@ def checkpoint_prefix(hf_id: str, revision: str) -> str:
 
 def results_key(run_id: str) -> str:
     return f"{RESULTS_PREFIX}{run_id}.json"
+
+
+def manifest_key(prefix: str) -> str:
+    """The manifest of a published prefix (artifact_prefix or checkpoint_prefix)."""
+    return f"{prefix}{MANIFEST_NAME}"
+
+
+def mounted(prefix: str, root: str = MOUNT_PATH) -> str:
+    """Where a prefix is inside a pod that mounts the bucket at root (no trailing slash)."""
+    return f"{root.rstrip('/')}/{prefix}".rstrip("/")

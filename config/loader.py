@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from config import pydantic_errors
 from config.schema import ConfigError, DeploymentConfig
 from serving_stacks import STACKS
 
@@ -162,42 +163,23 @@ def _elide_long_values(sentence: str) -> str:
 
 def _sentences(error: Any) -> list[str]:
     """The cross-field validator reports several problems at once, one per line; others are one sentence."""
-    if error["type"] == "value_error" and not _loc(error):
-        return error["msg"].removeprefix("Value error, ").split("\n")
-    return [_sentence(error)]
-
-
-def _loc(error: Any) -> str:
-    parts = [p for p in error["loc"] if not (isinstance(p, str) and p in _UNION_TAGS)]
-    return ".".join(str(p) if str(p).isprintable() and "." not in str(p) else repr(p) for p in parts)
-
-
-def _sentence(error: Any) -> str:
-    loc = _loc(error)
-    msg: str = error["msg"].removeprefix("Value error, ")
-    kind = error["type"]
-    value = error.get("input")
-    shown = _short(value)
-    if kind == "missing":
-        return f"{loc} is missing; add it (see config/default.yaml for an example)"
-    if kind == "extra_forbidden":
-        return f"{loc} is not a known field (value {shown}); remove it or fix its spelling"
-    if kind == "string_pattern_mismatch":
-        pattern = error.get("ctx", {}).get("pattern", "")
-        return f"{loc}={shown} is malformed; it must match {pattern}"
-    if kind == "union_tag_invalid":
-        tag = _short(value.get("method")) if isinstance(value, dict) else shown
-        return f"{loc}.method={tag} is unknown; use one of {_METHODS_HINT}"
-    if kind == "union_tag_not_found":
-        return f"{loc}.method is missing; use one of {_METHODS_HINT}"
-    if kind == "value_error":
-        return f"{loc}: {msg}"
-    return f"{loc}={shown}: {msg}; fix the value (see config/default.yaml)"
+    if error["type"] == "value_error" and not pydantic_errors.location(error, skip=_UNION_TAGS):
+        return pydantic_errors.message(error).split("\n")
+    return [pydantic_errors.sentence(error, fixes=_FIXES, default=_DEFAULT_FIX, skip=_UNION_TAGS, show=_short)]
 
 
 # pydantic puts the decoding union's tag (the method) into error locations; they are dropped from what we show.
 _UNION_TAGS = {"NoSpeculation", "DraftSpeculation", *(m for s in STACKS for m in s.METHODS)}
 _METHODS_HINT = "; ".join(f"{', '.join(s.METHODS)} ({s.NAME} stack)" for s in STACKS)
+_FIXES = {
+    "missing": "{loc} is missing; add it (see config/default.yaml for an example)",
+    "extra_forbidden": "{loc} is not a known field (value {value}); remove it or fix its spelling",
+    "string_pattern_mismatch": "{loc}={value} is malformed; it must match {pattern}",
+    "union_tag_invalid": "{loc}.method={tag!r} is unknown; use one of " + _METHODS_HINT,
+    "union_tag_not_found": "{loc}.method is missing; use one of " + _METHODS_HINT,
+    "value_error": "{loc}: {msg}",
+}
+_DEFAULT_FIX = "{loc}={value}: {msg}; fix the value (see config/default.yaml)"
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 4, 4, 60, 60, 40
 

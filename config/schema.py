@@ -26,7 +26,7 @@ from config.kubernetes import DEFAULT_KUBERNETES_VERSION, DRA_MINIMUM_VERSION, S
 from config.neuron_ami import ami_driver, driver_text
 from config.speculation import K_MAX, K_MIN, K_RANGE
 from config.tags import DEPLOYMENT_TAG_KEY, PROJECT_TAG_KEY, PROJECT_TAG_VALUE
-from serving_stacks import STACKS, catalogue, stack_named, stack_serving
+from serving_stacks import DEFAULT_IMAGE_TAG, STACKS, catalogue, stack_named, stack_serving
 
 # --- catalogues --------------------------------------------------------------------------------
 
@@ -115,7 +115,7 @@ class Image(_Strict):
     repository: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.-]*(:\d+)?(/[a-z0-9][a-z0-9._-]*)+$")] = (
         "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
     )
-    tag: str = "0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"
+    tag: str = DEFAULT_IMAGE_TAG
 
     @field_validator("tag")
     @classmethod
@@ -678,6 +678,14 @@ class DeploymentConfig(_Strict):
         if self.baseline is not None:
             return self.profile(self.baseline)
         return next((p for p in self.profiles if not p.speculative), self.profiles[0])
+
+    def profile_models(self, profile: ServingProfile) -> list[str]:
+        """The models one profile loads (keys of `models`): its target, and its draft if it speculates with one."""
+        return [profile.target, *([profile.decoding.draft] if isinstance(profile.decoding, DraftSpeculation) else [])]
+
+    def models_in_use(self) -> list[str]:
+        """Every model a profile needs (targets and drafts), in config order: what staging uploads."""
+        return list(dict.fromkeys(k for p in self.profiles for k in self.profile_models(p)))
 
     def profile_devices(self, profile: ServingProfile) -> int:
         """Neuron devices the profile's service claims, all replicas."""

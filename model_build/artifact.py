@@ -1,24 +1,33 @@
-"""Which build a profile's artifact needs, by its serving stack: the one place that chooses.
+"""Which build a profile's artifact needs, by the kind its serving stack declares: the one place that chooses.
 
-legacy-v0: an NxDI compile (model_build.plan / compile). vllm-neuron: the plugin's compile cache, filled by
-running that stack's vLLM (model_build.compile_cache). Both publish, verify and check the same way.
+An NxDI compile (model_build.plan / compile), or the stack's compile cache, filled by running that stack's vLLM
+(model_build.compile_cache). Both are ArtifactPlans: they publish, verify and check the same way.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from config.bucket_layout import MOUNT_PATH
 from config.schema import DeploymentConfig, ServingProfile
 from model_build.compile_cache import CachePlan, cache_plan
-from model_build.plan import DEFAULT_MODELS_ROOT, BuildPlan, build_plan
-from serving_stacks import legacy_v0
+from model_build.plan import BuildPlan, build_plan
+from serving_stacks import stack_named
+from serving_stacks.contract import ArtifactKind
+
+PLANS: dict[ArtifactKind, Callable[..., BuildPlan | CachePlan]] = {
+    ArtifactKind.NXDI_COMPILE: build_plan,
+    ArtifactKind.COMPILE_CACHE: cache_plan,
+}
 
 
 def artifact_plan(
     config: DeploymentConfig,
     profile: ServingProfile,
     *,
-    models_root: str = DEFAULT_MODELS_ROOT,
+    models_root: str = MOUNT_PATH,
     out_dir: str | None = None,
     bucket: str | None = None,
 ) -> BuildPlan | CachePlan:
-    make = build_plan if profile.image.stack == legacy_v0.NAME else cache_plan
+    make = PLANS[stack_named(profile.image.stack).ARTIFACT]
     return make(config, profile, models_root=models_root, out_dir=out_dir, bucket=bucket)

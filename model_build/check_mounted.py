@@ -22,7 +22,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, BuildRecord, Manifest, file_problems, mismatches
+from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME
+from model_build.manifest import BuildRecord, Manifest, file_problems, mismatches
 
 # config/exit_codes.py's values, repeated: this script runs alone in the serving image (standard library and
 # model_build.manifest only, shipped as a ConfigMap); tests/model_build/test_check_mounted.py keeps them equal.

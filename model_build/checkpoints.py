@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from config.bucket_layout import checkpoint_prefix
-from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingProfile
+from config.bucket_layout import checkpoint_prefix, manifest_key
+from config.schema import DeploymentConfig, HfModel
 from model_build.errors import BuildError
-from model_build.manifest import MANIFEST_NAME, Manifest, ManifestFile
+from model_build.manifest import Manifest, ManifestFile
 from model_build.publish import PublishResult, publish_tree, read_manifest
 from model_build.transfer import S3Store, TransferStats
 
@@ -27,18 +27,8 @@ IGNORE_PATTERNS = ["*.bin", "*.pth", "*.pt", "*.gguf", "*.msgpack", "*.h5", "ori
 Downloader = Callable[[HfModel, Path], Path]
 
 
-def profile_models(profile: ServingProfile) -> list[str]:
-    """The models one profile loads: its target, and its draft if it speculates with one."""
-    return [profile.target, *([profile.decoding.draft] if isinstance(profile.decoding, DraftSpeculation) else [])]
-
-
-def models_in_use(config: DeploymentConfig) -> list[str]:
-    """Every model a profile needs (targets and drafts), in config order."""
-    return list(dict.fromkeys(k for p in config.profiles for k in profile_models(p)))
-
-
 def select_models(config: DeploymentConfig, requested: Iterable[str] | None) -> list[str]:
-    keys = list(requested or []) or models_in_use(config)
+    keys = list(requested or []) or config.models_in_use()
     unknown = [k for k in keys if k not in config.models]
     if unknown:
         raise BuildError(
@@ -100,7 +90,7 @@ def stage_checkpoints(
     for key in keys:
         model = config.models[key]
         prefix = checkpoint_prefix(model.hf_id, model.revision)
-        staged = None if force else read_manifest(store, prefix + MANIFEST_NAME)
+        staged = None if force else read_manifest(store, manifest_key(prefix))
         if staged is not None:
             results[key] = PublishResult(store.url(prefix), staged, TransferStats(), True, False)
             log(f"{key}: already staged at {store.url(prefix)} (pass --force to download and check it again)")

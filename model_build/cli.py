@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import TextIO
 
 from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, load_config
+from config.bucket_layout import MOUNT_PATH
 from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from model_build.artifact import artifact_plan
 from model_build.aws_account import caller_account
 from model_build.compile_cache import CachePlan
 from model_build.errors import BuildError, build_command
-from model_build.plan import DEFAULT_MODELS_ROOT, BuildPlan
+from model_build.plan import BuildPlan
 from model_build.progress import DEFAULT_LOG_INTERVAL_S
 from model_build.transfer import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB, S3Store, TransferSettings, make_s3_client
 
@@ -134,7 +135,7 @@ class Context:
         return S3Store(client, self.bucket, self.settings, stream=self.stream)
 
     def plan(self, *, out_dir: str | None = None, bucket: str | None = None) -> BuildPlan | CachePlan:
-        """The profile's build: an NxDI compile (legacy-v0) or a compile cache filled by vLLM (vllm-neuron)."""
+        """The profile's build: an NxDI compile or a compile cache filled by vLLM, as its stack's ARTIFACT says."""
         try:
             profile = self.config.profile(self.args.profile)
         except KeyError as err:
@@ -230,9 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--models-root",
-        default=DEFAULT_MODELS_ROOT,
+        default=MOUNT_PATH,
         help="where the bucket is mounted: checkpoints are read from <root>/checkpoints/<hf_id>/<revision> "
-        f"(default: {DEFAULT_MODELS_ROOT})",
+        f"(default: {MOUNT_PATH})",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -23,11 +23,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME
 from config.exit_codes import EXIT_FAILED
 from config.schema import HfModel
 from model_build.digest import ARTIFACT_SCHEMA
 from model_build.errors import BuildError, build_command
-from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, BuildRecord, Manifest, file_problems
+from model_build.manifest import BuildRecord, Manifest, file_problems
 from model_build.plan import BuildPlan
 
 # Versions recorded in the manifest's `builder` block (whatever of these the image has).

@@ -26,14 +26,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from config.bucket_layout import artifact_prefix, checkpoint_prefix
+from config.bucket_layout import MOUNT_PATH, checkpoint_prefix
 from config.schema import DeploymentConfig, ServingProfile
-from model_build import check_mounted
+from model_build.artifact_plan import ArtifactPlan, artifact_base
 from model_build.compile import builder_versions, write_build_record
-from model_build.digest import artifact_inputs, digest_of
 from model_build.errors import BuildError, build_command
 from model_build.manifest import BuildRecord
-from model_build.plan import DEFAULT_MODELS_ROOT, DEFAULT_OUT
 from serving_stacks import vllm_neuron
 
 HEALTH_POLL_SECONDS = 10.0
@@ -41,22 +39,9 @@ STOP_GRACE_SECONDS = 60
 
 
 @dataclass(frozen=True)
-class CachePlan:
-    """What `publish` and `verify` need of a build, for a stack whose artifact is its compile cache."""
-
-    profile: str
-    digest: str
-    inputs: dict[str, Any]
-    out_dir: str
-    models_root: str
-    bucket: str
-
-    def expected(self) -> dict[str, Any]:
-        return {"digest": self.digest, "inputs": self.inputs, "profile": self.profile}
-
-    def check_mounted_argv(self) -> list[str]:
-        directory = f"{self.models_root.rstrip('/')}/{artifact_prefix(self.digest)}".rstrip("/")
-        return check_mounted.command(directory, self.expected())
+class CachePlan(ArtifactPlan):
+    """What `publish` and `verify` need of a build, for a stack whose artifact is its compile cache: nothing
+    beyond what every artifact plan has."""
 
     def commands(self) -> dict[str, str]:
         return {
@@ -84,20 +69,11 @@ def cache_plan(
     config: DeploymentConfig,
     profile: ServingProfile,
     *,
-    models_root: str = DEFAULT_MODELS_ROOT,
+    models_root: str = MOUNT_PATH,
     out_dir: str | None = None,
     bucket: str | None = None,
 ) -> CachePlan:
-    inputs = artifact_inputs(config, profile)
-    digest = digest_of(inputs)
-    return CachePlan(
-        profile=profile.name,
-        digest=digest,
-        inputs=inputs,
-        out_dir=out_dir or DEFAULT_OUT.format(digest=digest),
-        models_root=models_root,
-        bucket=bucket or "<bucket>",
-    )
+    return CachePlan(**vars(artifact_base(config, profile, models_root=models_root, out_dir=out_dir, bucket=bucket)))
 
 
 def _healthy(port: int) -> bool:

@@ -51,11 +51,10 @@ def artifact_inputs(config: DeploymentConfig, profile: ServingProfile) -> dict[s
         # The exact NeuronConfig keywords compile uses, so a change in how they are derived moves the digest too.
         "neuron_config": compiled_neuron_config(config, profile),
     }
-    stack = stack_named(profile.image.stack)
-    if hasattr(stack, "digest_inputs"):
-        # The compile cache is keyed by graphs, shapes, compiler and its args (the plugin's
-        # compilation_cache.md): the stack adds every flag that shapes them, its plugin version and its route.
-        inputs.update(stack.digest_inputs(profile))
+    # A compile cache is keyed by graphs, shapes, compiler and its args (the plugin's compilation_cache.md): a stack
+    # that builds one adds every flag that shapes them, its plugin version and its compile route (NxDI adds nothing:
+    # its keywords are above).
+    inputs.update(stack_named(profile.image.stack).digest_inputs(profile))
     return inputs
 
 

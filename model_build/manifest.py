@@ -12,9 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-MANIFEST_NAME = "manifest.json"
-MANIFEST_SCHEMA = 1
-BUILD_RECORD_NAME = "build-inputs.json"  # written by `compile` into its output dir, last
+MANIFEST_SCHEMA = 1  # the file names and keys are in config/bucket_layout.py
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
-from serving_stacks import legacy_v0
+from serving_stacks import STACKS
+from serving_stacks.contract import ArtifactKind
 
-COMPILED_METHODS = legacy_v0.METHODS  # what model_build compiles with NxDI: the legacy-v0 stack's methods
+# What model_build compiles with NxDI: the methods of the stacks whose artifact is an NxDI compile.
+COMPILED_METHODS = tuple(dict.fromkeys(m for s in STACKS if s.ARTIFACT is ArtifactKind.NXDI_COMPILE for m in s.METHODS))
 
 # Greedy sampling on the device, as vLLM's fused-speculation path configures it (top_k=1, no sampling).
 # OnDeviceSamplingConfig: models/config.py:808-818 at v0.6.10598; NeuronConfig turns a dict into one (:182-186).

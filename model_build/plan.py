@@ -15,22 +15,16 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from config.bucket_layout import artifact_prefix, checkpoint_prefix
+from config.bucket_layout import MANIFEST_NAME, MOUNT_PATH, artifact_prefix, checkpoint_prefix, manifest_key, mounted
 from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingProfile
-from model_build import check_mounted
-from model_build.digest import artifact_inputs, digest_of
+from model_build.artifact_plan import ArtifactPlan, artifact_base
 from model_build.errors import BuildError, build_command
-from model_build.manifest import MANIFEST_NAME
-from serving_stacks import legacy_v0
+from serving_stacks import stack_named
+from serving_stacks.contract import ArtifactKind
 
 # Which NxDI release each Neuron SDK line ships (the SDK release notes / DLC Dockerfiles pin these).
 NXDI_RELEASE_BY_SDK = {"2.26": "v0.6.10598"}
 CHECKED_NXDI_RELEASE = "v0.6.10598"  # the release whose parameter list the tests hold
-
-# Where the models bucket is mounted read-only in pods (= charts/models_volume.MOUNT_PATH); staged
-# checkpoints live at <root>/checkpoints/<hf_id>/<revision>, artifacts at <root>/artifacts/<digest>.
-DEFAULT_MODELS_ROOT = "/models"
-DEFAULT_OUT = "/tmp/trn-specdec/artifacts/{digest}"
 
 # inference_demo's `run` requires --prompt even with --compile-only (inference_demo.py:110).
 DEMO_PROMPT = "The capital of France is"
@@ -64,14 +58,13 @@ MODEL_FAMILIES: dict[str, NxdiModel] = {
 
 def model_path(models_root: str, model: HfModel) -> str:
     """Local directory of a staged checkpoint (a path, never a hub id: Qwen3 small models tie embeddings)."""
-    return f"{models_root.rstrip('/')}/{checkpoint_prefix(model.hf_id, model.revision)}".rstrip("/")
+    return mounted(checkpoint_prefix(model.hf_id, model.revision), models_root)
 
 
 @dataclass(frozen=True)
-class BuildPlan:
-    profile: str
-    digest: str
-    inputs: dict[str, Any]
+class BuildPlan(ArtifactPlan):
+    """The NxDI compile of a legacy-v0 profile, on top of what every artifact plan has."""
+
     image: str
     sdk_version: str
     nxdi_release: str | None
@@ -84,9 +77,6 @@ class BuildPlan:
     draft: HfModel | None
     draft_path: str | None
     draft_kwargs: dict[str, Any] | None
-    out_dir: str
-    models_root: str
-    bucket: str
 
     @property
     def speculative(self) -> bool:
@@ -117,17 +107,9 @@ class BuildPlan:
         return {
             "bucket": self.bucket,
             "artifacts": base + artifact_prefix(self.digest),
-            "manifest": base + artifact_prefix(self.digest) + MANIFEST_NAME,
+            "manifest": base + manifest_key(artifact_prefix(self.digest)),
             "checkpoints": checkpoints,
         }
-
-    def expected(self) -> dict[str, Any]:
-        """What the serving init step compares the mounted manifest with."""
-        return {"digest": self.digest, "inputs": self.inputs, "profile": self.profile}
-
-    def check_mounted_argv(self) -> list[str]:
-        directory = f"{self.models_root.rstrip('/')}/{artifact_prefix(self.digest)}".rstrip("/")
-        return check_mounted.command(directory, self.expected())
 
     def commands(self) -> dict[str, str]:
         return {
@@ -217,11 +199,11 @@ def build_plan(
     config: DeploymentConfig,
     profile: ServingProfile,
     *,
-    models_root: str = DEFAULT_MODELS_ROOT,
+    models_root: str = MOUNT_PATH,
     out_dir: str | None = None,
     bucket: str | None = None,
 ) -> BuildPlan:
-    if profile.image.stack != legacy_v0.NAME:
+    if stack_named(profile.image.stack).ARTIFACT is not ArtifactKind.NXDI_COMPILE:
         raise BuildError(
             f"profile {profile.name} runs on the {profile.image.stack} stack, whose artifact is its compile cache, "
             "not an NxDI compile; build it with model_build.compile_cache (make build does)"
@@ -233,9 +215,8 @@ def build_plan(
             f"no NxDI model class is known for family {target.tokenizer_family!r} (model {profile.target}); "
             f"model_build knows {', '.join(sorted(MODEL_FAMILIES))}: add the family to model_build/plan.py MODEL_FAMILIES"
         )
-    inputs = artifact_inputs(config, profile)
-    digest = digest_of(inputs)
-    compiled = inputs["neuron_config"]  # the keywords the digest covers are the ones compile uses
+    base = artifact_base(config, profile, models_root=models_root, out_dir=out_dir, bucket=bucket)
+    compiled = base.inputs["neuron_config"]  # the keywords the digest covers are the ones compile uses
     target_kwargs, draft_kwargs = copy.deepcopy(compiled["target"]), copy.deepcopy(compiled["draft"])
     draft_key = draft = draft_path = None
     if isinstance(profile.decoding, DraftSpeculation):
@@ -249,9 +230,7 @@ def build_plan(
         draft_path = model_path(models_root, draft)
     sdk = profile.image.sdk_version
     return BuildPlan(
-        profile=profile.name,
-        digest=digest,
-        inputs=inputs,
+        **vars(base),
         image=profile.image.uri,
         sdk_version=sdk,
         nxdi_release=NXDI_RELEASE_BY_SDK.get(".".join(sdk.split(".")[:2])),
@@ -264,9 +243,6 @@ def build_plan(
         draft=draft,
         draft_path=draft_path,
         draft_kwargs=draft_kwargs,
-        out_dir=out_dir or DEFAULT_OUT.format(digest=digest),
-        models_root=models_root,
-        bucket=bucket or config.models_bucket_name("<account>"),
     )
 
 

@@ -20,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from config.bucket_layout import artifact_prefix
+from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME, artifact_prefix, manifest_key
 from config.exit_codes import EXIT_FAILED
+from model_build.artifact_plan import ArtifactPlan
 from model_build.errors import BuildError, build_command
-from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, BuildRecord, Manifest, ManifestFile, mismatches
-from model_build.plan import BuildPlan
+from model_build.manifest import BuildRecord, Manifest, ManifestFile, mismatches
 from model_build.transfer import LocalFile, S3Store, TransferStats, hash_files, list_tree
 
 
@@ -99,7 +99,7 @@ def publish_tree(
 ) -> PublishResult:
     store.ensure_bucket()
     url = store.url(prefix)
-    key = prefix + MANIFEST_NAME
+    key = manifest_key(prefix)
     paths = list_tree(root, exclude=_excluded)
     if not paths:
         raise BuildError(f"{root} holds no files to publish")
@@ -175,7 +175,7 @@ def _confirm(store: S3Store, prefix: str, manifest: Manifest, url: str) -> None:
         )
 
 
-def read_build_record(from_dir: Path, plan: BuildPlan) -> BuildRecord:
+def read_build_record(from_dir: Path, plan: ArtifactPlan) -> BuildRecord:
     compile_cmd = f"python -m model_build compile {plan.profile} --out {from_dir}"
     if not from_dir.is_dir():
         raise BuildError(f"--from {from_dir} is not a directory; pass the --out directory of compile")
@@ -201,7 +201,7 @@ def read_build_record(from_dir: Path, plan: BuildPlan) -> BuildRecord:
     return record
 
 
-def publish_artifact(store: S3Store, plan: BuildPlan, from_dir: Path) -> PublishResult:
+def publish_artifact(store: S3Store, plan: ArtifactPlan, from_dir: Path) -> PublishResult:
     """Publish a compile's output to artifacts/<digest>/ after checking it was built for this profile."""
     record = read_build_record(from_dir, plan)
 

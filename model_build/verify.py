@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from config.bucket_layout import artifact_prefix
+from config.bucket_layout import MANIFEST_NAME, artifact_prefix, manifest_key
 from model_build.errors import BuildError, build_command
-from model_build.manifest import MANIFEST_NAME, Manifest, mismatches
+from model_build.manifest import Manifest, mismatches
 from model_build.plan import BuildPlan
 from model_build.publish import read_manifest
 from model_build.transfer import S3Store
@@ -57,8 +57,8 @@ def verify_artifact(
         report = VerifyReport(str(manifest_file), manifest)
     else:
         assert store is not None
-        source = store.url(prefix + MANIFEST_NAME)
-        manifest = read_manifest(store, prefix + MANIFEST_NAME)
+        source = store.url(manifest_key(prefix))
+        manifest = read_manifest(store, manifest_key(prefix))
         if manifest is None:
             return VerifyReport(
                 source,

@@ -19,7 +19,6 @@ from config import DeploymentConfig, ServingProfile, load_config
 from config.bucket_layout import artifact_prefix
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from model_build.artifact import artifact_plan
-from model_build.checkpoints import profile_models
 from model_build.errors import BuildError, build_command
 from model_build.verify import verify_artifact
 from ops.kubectl import account_id, aws_account, follow_job, kubectl, run_or_print, start_job
@@ -93,7 +92,7 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
     account = aws_account(config)
     bucket = config.models_bucket_name(account)
     try:
-        staged = stage_models(config, account, profile_models(profile), poll_s=poll_s)
+        staged = stage_models(config, account, config.profile_models(profile), poll_s=poll_s)
     except (BotoCoreError, ClientError) as err:
         raise _unanswered(profile, err) from None
     if staged != 0:

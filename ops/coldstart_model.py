@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from config import load_config
 from config.schema import DeploymentConfig, ServingProfile
-from model_build.checkpoints import models_in_use, profile_models
+from serving_stacks import stack_named
+from serving_stacks.contract import ArtifactKind
 
 GB = 1e9
 MIB = 2**20
@@ -67,11 +68,21 @@ def checkpoint_gb(config: DeploymentConfig, key: str) -> float:
 
 def weights_gb(config: DeploymentConfig, profile: ServingProfile) -> float:
     """The weights a replica loads: its target and, when it has one, its draft."""
-    return sum(checkpoint_gb(config, k) for k in profile_models(profile))
+    return sum(checkpoint_gb(config, k) for k in config.profile_models(profile))
 
 
 def gp3_gbps(config: DeploymentConfig) -> float:
     return config.trn2_nodes.disk_throughput_mibps * MIB / GB
+
+
+def copies_cache(profile: ServingProfile) -> bool:
+    """The stack's serving copies its artifact (a compile cache) to node-local disk before vLLM starts."""
+    return stack_named(profile.image.stack).LOCAL_CACHE is not None
+
+
+def artifact_holds_weights(profile: ServingProfile) -> bool:
+    """An NxDI artifact carries the sharded weights; a compile cache carries only the compiled graphs."""
+    return stack_named(profile.image.stack).ARTIFACT is ArtifactKind.NXDI_COMPILE
 
 
 def phases(config: DeploymentConfig, profile: ServingProfile) -> list[Phase]:
@@ -85,21 +96,21 @@ def phases(config: DeploymentConfig, profile: ServingProfile) -> list[Phase]:
         Phase("image pull", IMAGE_GB, "public.ecr.aws via NAT", IMAGE_PULL_GBPS, new_node_only=True),
         Phase("artifact check", 0.0, "Mountpoint (stat)", 0.0),
     ]
-    if profile.image.stack == "vllm-neuron":
+    if copies_cache(profile):
         out.append(Phase("cache copy", COMPILE_CACHE_GB, "S3 endpoint -> Mountpoint -> gp3", gp3 / 2))
-    source = "artifact (sharded weights)" if profile.image.stack == "legacy-v0" else "checkpoints"
+    source = "artifact (sharded weights)" if artifact_holds_weights(profile) else "checkpoints"
     out.append(Phase("model load", weights, f"{source}: S3 endpoint -> Mountpoint cache on gp3 -> HBM", read))
     return out
 
 
 def s3_gb_per_cold_start(config: DeploymentConfig, profile: ServingProfile) -> float:
     """What one new replica reads from S3 (the image comes from the public registry, not S3)."""
-    return weights_gb(config, profile) + (COMPILE_CACHE_GB if profile.image.stack == "vllm-neuron" else 0.0)
+    return weights_gb(config, profile) + (COMPILE_CACHE_GB if copies_cache(profile) else 0.0)
 
 
 def staged_gb(config: DeploymentConfig) -> float:
     """Every checkpoint a profile loads, once: what `make stage` downloads and uploads."""
-    return sum(checkpoint_gb(config, k) for k in models_in_use(config))
+    return sum(checkpoint_gb(config, k) for k in config.models_in_use())
 
 
 def s3_gb_for_ab(config: DeploymentConfig) -> float:
@@ -108,7 +119,7 @@ def s3_gb_for_ab(config: DeploymentConfig) -> float:
     staged = staged_gb(config)
     built = 0.0
     for p in config.profiles:
-        artifact = weights_gb(config, p) if p.image.stack == "legacy-v0" else COMPILE_CACHE_GB
+        artifact = weights_gb(config, p) if artifact_holds_weights(p) else COMPILE_CACHE_GB
         built += weights_gb(config, p) + artifact
     served = sum(s3_gb_per_cold_start(config, p) for p in config.profiles)
     return staged + built + served

@@ -13,10 +13,9 @@ import sys
 
 from charts.stage_job import HF_TOKEN_SECRET, render_stage_job
 from config import DeploymentConfig, load_config
-from config.bucket_layout import checkpoint_prefix
+from config.bucket_layout import checkpoint_prefix, manifest_key
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.checkpoints import select_models
-from model_build.manifest import MANIFEST_NAME
 from ops.kubectl import account_id, aws_account, follow_job, run_or_print, start_job
 
 
@@ -29,7 +28,7 @@ def unstaged(config: DeploymentConfig, keys: list[str], bucket: str) -> list[str
     return [
         k
         for k in keys
-        if store.head(checkpoint_prefix(config.models[k].hf_id, config.models[k].revision) + MANIFEST_NAME) is None
+        if store.head(manifest_key(checkpoint_prefix(config.models[k].hf_id, config.models[k].revision))) is None
     ]
 
 

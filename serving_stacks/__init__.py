@@ -2,27 +2,30 @@
 
 A stack module says which images it serves and why (its catalogue), which decoding methods it runs, how
 Neuron settings and the speculative method reach its vLLM, its environment, the Neuron driver its images
-need, its own config rules, and how its artifact is built and checked. Adding a stack is adding a module
-here and listing it in STACKS; config, charts and model_build ask the profile's stack instead of branching
-on its name.
+need, its own config rules, and how its artifact is built and checked: the members of the ServingStack
+contract (serving_stacks/contract.py). Adding a stack is adding a module here and listing it in STACKS; config,
+charts and model_build ask the profile's stack instead of branching on its name
+(tests/serving_stacks/test_contract.py fails on a name comparison outside this package).
 
 Leaf package: imports nothing of ours outside itself, so the config schema can read it.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
-
 from serving_stacks import legacy_v0, vllm_neuron
+from serving_stacks.contract import ServingStack
 
-STACKS: tuple[ModuleType, ...] = (legacy_v0, vllm_neuron)
+STACKS: tuple[ServingStack, ...] = (legacy_v0, vllm_neuron)
+# The image a config without one gets: the seed reproduction's stack (DESIGN.md, decision 1).
+DEFAULT_IMAGE_TAG = legacy_v0.IMAGE_TAG
 
 
-def stack_named(name: str) -> ModuleType:
+def stack_named(name: str) -> ServingStack:
+    """The stack of a profile (config.schema.Image.stack names it)."""
     return next(s for s in STACKS if name == s.NAME)
 
 
-def stack_serving(vllm: str, plugin: str | None, sdk: str) -> ModuleType | None:
+def stack_serving(vllm: str, plugin: str | None, sdk: str) -> ServingStack | None:
     """The stack whose catalogue holds an image with these versions (from its tag), or None."""
     return next((s for s in STACKS if s.serves_image(vllm, plugin, sdk)), None)
 

@@ -13,12 +13,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from serving_stacks.contract import ArtifactKind, LocalCache, ProfileView
+
 NAME = "legacy-v0"
 IMAGE_TAG = "0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"
-METHODS = ("none", "fused-draft")
+METHODS: tuple[str, ...] = ("none", "fused-draft")
+ARTIFACT = ArtifactKind.NXDI_COMPILE
+LOCAL_CACHE: LocalCache | None = None  # NxDI loads the compiled artifact from the read-only mount
 # SDK 2.26 ships Neuron Driver 2.24.7.0 (aws-neuron-sdk release-notes/prev/2.26.0/runtime.rst); "the driver
 # remains backwards compatible with older versions of Neuron Runtime" (neuron-runtime/nrt-troubleshoot.rst).
-MIN_DRIVER = (2, 24, 7, 0)
+MIN_DRIVER: tuple[int, ...] = (2, 24, 7, 0)
 
 
 def serves_image(vllm: str, plugin: str | None, sdk: str) -> bool:
@@ -33,7 +37,7 @@ def speculative_method(method: str) -> str:
     return "eagle"
 
 
-def neuron_args(profile: Any) -> list[str]:
+def neuron_args(profile: ProfileView) -> list[str]:
     """How NxDI settings reach this fork's vLLM: the ones vLLM must agree on with the compiled artifact."""
     overrides: dict[str, Any] = {"save_sharded_checkpoint": True}
     if profile.decoding.method == "fused-draft":
@@ -68,5 +72,20 @@ def serve_command(*, code_path: str, port: int, profile_name: str) -> list[str]:
     return ["vllm"]
 
 
-def profile_problems(profile: Any, where: str) -> list[str]:
+def graph_args(profile: ProfileView) -> list[str] | None:
+    """None: the NxDI keywords that shape the graphs are digest inputs of their own (model_build.neuron_config)."""
+    return None
+
+
+def digest_inputs(profile: ProfileView) -> dict[str, Any]:
+    """Nothing beyond the common inputs: the NxDI keywords that shape the artifact are digest inputs of their own."""
+    return {}
+
+
+def compile_args(*, vllm_argv: list[str], port: int, timeout_minutes: int) -> list[str]:
+    """`model_build compile` builds the NxDI plan from the profile alone."""
+    return []
+
+
+def profile_problems(profile: ProfileView, where: str) -> list[str]:
     return []

@@ -30,20 +30,24 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from serving_stacks.contract import ArtifactKind, LocalCache, ProfileView
+
 NAME = "vllm-neuron"
 IMAGE_TAG = "0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04"
 VLLM_VERSION = "0.29.0"
 PLUGIN_VERSION = "1.2.0"
-METHODS = ("none", "eagle3", "dflash")
+METHODS: tuple[str, ...] = ("none", "eagle3", "dflash")
+ARTIFACT = ArtifactKind.COMPILE_CACHE
 # Neuron driver this image was released and tested with: SDK 2.33.0 = Driver 2.31.7.0, Runtime 2.35.30.0
 # (awsdocs-neuron v2.33.0 release-notes/components). No lower minimum is stated for Runtime 2.35.
-MIN_DRIVER = (2, 31, 7, 0)
+MIN_DRIVER: tuple[int, ...] = (2, 31, 7, 0)
 
 # Where serving keeps the cache: an emptyDir on the node's disk, as AWS's DRA sample does
 # (aws-neuron-eks-samples disagg_serve_vllm: VLLM_CACHE_ROOT=/cache/vllm-cache on an emptyDir).
 CACHE_ROOT = "/cache/vllm-cache"
 CACHE_GIB = 200  # node-local emptyDir for the copied cache (AWS's sample sizes its /cache at 200Gi)
 COMPILE_CACHE_SUBDIR = "neuron/compile_cache"
+LOCAL_CACHE: LocalCache | None = LocalCache(path=CACHE_ROOT, size_gib=CACHE_GIB)
 
 # The compilation route, set in build and serve alike so that an image default cannot change it, and part of the
 # artifact digest. "When VLLM_NEURON_BACKEND is not set, the server uses the native route" but the Precompile
@@ -94,7 +98,7 @@ def speculative_method(method: str) -> str:
     return method
 
 
-def neuron_args(profile: Any) -> list[str]:
+def neuron_args(profile: ProfileView) -> list[str]:
     """Neuron settings inside --additional-config '{"neuron_config": ...}' (design/vllm/additional-config.md).
 
     Buckets are pinned to one each, equal to the scheduler limits ("The largest bucket must equal
@@ -127,13 +131,13 @@ def neuron_args(profile: Any) -> list[str]:
     return args
 
 
-def graph_args(profile: Any) -> list[str]:
+def graph_args(profile: ProfileView) -> list[str] | None:
     """The flags of this stack that shape the compiled graphs (part of the artifact digest); TP, lengths, batch,
     dtype, draft and k are digest inputs of their own."""
     return neuron_args(profile)
 
 
-def digest_inputs(profile: Any) -> dict[str, Any]:
+def digest_inputs(profile: ProfileView) -> dict[str, Any]:
     """What this stack adds to the artifact digest: the plugin version, the graph-shaping flags and the compilation
     route (the cache is keyed by graphs, shapes, compiler and its args: compilation_cache.md; the route decides
     the lowering and whether the Precompile Cache exists)."""
@@ -144,7 +148,7 @@ def digest_inputs(profile: Any) -> dict[str, Any]:
     }
 
 
-def max_num_batched_tokens(profile: Any) -> int:
+def max_num_batched_tokens(profile: ProfileView) -> int:
     """One prompt of max_model_len per scheduler step: no chunking needed for any prompt the profile admits."""
     return int(profile.max_model_len)
 
@@ -248,7 +252,12 @@ def speculators_problems(draft: dict[str, Any], method: str) -> list[str]:
     return problems
 
 
-def profile_problems(profile: Any, where: str) -> list[str]:
+def compile_args(*, vllm_argv: list[str], port: int, timeout_minutes: int) -> list[str]:
+    """The build runs the Deployment's own vLLM command line until it serves (model_build.compile_cache)."""
+    return ["--vllm-argv-json", json.dumps(vllm_argv), "--port", str(port), "--timeout-minutes", str(timeout_minutes)]
+
+
+def profile_problems(profile: ProfileView, where: str) -> list[str]:
     """Rules of the plugin that upstream vLLM cannot check, each citing the plugin (dflash.py at 09006a44)."""
     problems: list[str] = []
     if profile.decoding.method != "dflash":

@@ -15,7 +15,6 @@ from charts.stage_job import STAGE_SERVICE_ACCOUNT
 from charts.vllm_service import service_account_name
 from config.bucket_layout import RESULTS_PREFIX, artifact_prefix, checkpoint_prefix
 from config.schema import DeploymentConfig, ServingProfile
-from model_build.checkpoints import models_in_use, profile_models
 from model_build.digest import profile_digest
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.pod_identity_role import PodIdentityRole
@@ -28,7 +27,10 @@ def checkpoint_prefixes(config: DeploymentConfig, keys: list[str]) -> list[str]:
 
 def serving_read_prefixes(config: DeploymentConfig, profile: ServingProfile) -> list[str]:
     """The only bucket prefixes a service may read: its own artifact and the checkpoints it loads."""
-    return [artifact_prefix(profile_digest(config, profile)), *checkpoint_prefixes(config, profile_models(profile))]
+    return [
+        artifact_prefix(profile_digest(config, profile)),
+        *checkpoint_prefixes(config, config.profile_models(profile)),
+    ]
 
 
 class WorkloadsStack(Stack):
@@ -96,7 +98,7 @@ class WorkloadsStack(Stack):
             f"model build {profile.name}: read checkpoints, write artifacts/<digest>/ only",
         )
         artifact = artifact_prefix(profile_digest(config, profile))
-        reads = checkpoint_prefixes(config, profile_models(profile))
+        reads = checkpoint_prefixes(config, config.profile_models(profile))
         _grant_reads(role, bucket, reads)
         _grant_uploads(role, bucket, [artifact])
         acknowledge(
@@ -118,7 +120,7 @@ class WorkloadsStack(Stack):
             STAGE_SERVICE_ACCOUNT,
             "checkpoint staging: write checkpoints/<hf_id>/<revision>/ of the configured models only",
         )
-        prefixes = checkpoint_prefixes(config, models_in_use(config))
+        prefixes = checkpoint_prefixes(config, config.models_in_use())
         role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
         _grant_uploads(role, bucket, prefixes)
         acknowledge(

@@ -13,8 +13,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RENDERING = ("charts", "stacks")
-BELOW_OPS = ("config", "serving_stacks", "charts", "stacks", "model_build", "bench")
 RUNS_OR_CALLS_AWS = {"subprocess", "boto3", "botocore"}
+
+# Which top-level packages each may import: the layering, from the top (the CDK app, the deploy-time drivers) to
+# the ground floor (serving_stacks, which imports nothing of ours). An edge not listed here fails
+# test_imports_follow_the_allowed_edges; add one only if it points down (test_the_allowed_edges_have_no_cycle).
+ALLOWED_EDGES: dict[str, set[str]] = {
+    "app": {"stacks", "charts", "config"},
+    "ops": {"charts", "model_build", "bench", "serving_stacks", "config"},
+    "stacks": {"charts", "model_build", "config"},
+    "charts": {"model_build", "serving_stacks", "config"},
+    "bench": {"config"},
+    "model_build": {"serving_stacks", "config"},
+    "config": {"serving_stacks"},
+    "serving_stacks": set(),
+    "tools": set(),
+}
+OURS = set(ALLOWED_EDGES)
 
 
 def imported_roots(path: Path) -> set[str]:
@@ -28,7 +43,52 @@ def imported_roots(path: Path) -> set[str]:
 
 
 def modules(*packages: str) -> list[Path]:
-    return sorted(p for pkg in packages for p in (ROOT / pkg).rglob("*.py"))
+    return sorted(p for pkg in packages for p in ([ROOT / "app.py"] if pkg == "app" else (ROOT / pkg).rglob("*.py")))
+
+
+def package_of(path: Path) -> str:
+    return path.relative_to(ROOT).parts[0].removesuffix(".py")
+
+
+def unlisted_edges(path: Path) -> set[str]:
+    pkg = package_of(path)
+    return (imported_roots(path) & OURS) - {pkg} - ALLOWED_EDGES[pkg]
+
+
+@pytest.mark.parametrize("path", modules(*ALLOWED_EDGES), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_follow_the_allowed_edges(path):
+    found = unlisted_edges(path)
+    assert not found, (
+        f"{path.relative_to(ROOT)} imports {sorted(found)}, an edge {package_of(path)} -> {sorted(found)} that "
+        f"tests/test_layers.py ALLOWED_EDGES does not list ({package_of(path)} may import "
+        f"{sorted(ALLOWED_EDGES[package_of(path)]) or 'nothing of ours'}); move the name it needs down, into a "
+        "leaf module of config/, or into the package that owns it"
+    )
+
+
+def test_an_upward_import_is_an_unlisted_edge(tmp_path, monkeypatch):
+    """The check itself: serving_stacks importing the config (a layer above it) is caught."""
+    fake_root = tmp_path
+    (fake_root / "serving_stacks").mkdir()
+    module = fake_root / "serving_stacks" / "upward.py"
+    module.write_text("from config.schema import ServingProfile\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", fake_root)
+    assert unlisted_edges(module) == {"config"}
+
+
+def test_the_allowed_edges_have_no_cycle():
+    """Layers: following allowed edges never leads back, so each edge points down."""
+
+    def reaches(start: str, goal: str, seen: frozenset[str] = frozenset()) -> bool:
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in ALLOWED_EDGES[start])
+
+    cycles = [pkg for pkg in ALLOWED_EDGES if reaches(pkg, pkg)]
+    assert not cycles, f"ALLOWED_EDGES lets {cycles} import themselves through other packages; remove the upward edge"
+
+
+def test_every_top_level_package_has_its_edges_listed():
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()} - {"tests"} | {"app"}
+    assert packages == OURS, f"list {sorted(packages ^ OURS)} in ALLOWED_EDGES (tests/test_layers.py)"
 
 
 @pytest.mark.parametrize("path", modules(*RENDERING), ids=lambda p: str(p.relative_to(ROOT)))
@@ -37,31 +97,20 @@ def test_rendering_modules_run_no_process_and_call_no_aws(path):
     assert not found, f"{path.relative_to(ROOT)} imports {sorted(found)}; move what runs at deploy time to ops/"
 
 
-@pytest.mark.parametrize("path", modules(*RENDERING), ids=lambda p: str(p.relative_to(ROOT)))
-def test_rendering_modules_import_nothing_from_the_benchmark(path):
-    assert "bench" not in imported_roots(path), (
-        f"{path.relative_to(ROOT)} imports bench/; read the names it needs from a leaf module in config/ "
-        "(config/metrics.py, config/prompt_suite.py)"
-    )
-
-
-@pytest.mark.parametrize("path", modules(*BELOW_OPS), ids=lambda p: str(p.relative_to(ROOT)))
-def test_no_layer_below_ops_imports_ops(path):
-    assert "ops" not in imported_roots(path), f"{path.relative_to(ROOT)} imports ops/, the layer above it"
-
-
 LEAVES = (
     "api_key",
     "bucket_layout",
+    "container_insights",
     "cost",
     "exit_codes",
     "kubernetes",
+    "labels",
     "metrics",
     "prompt_suite",
+    "pydantic_errors",
     "speculation",
     "tags",
 )
-OURS = {"app", "bench", "charts", "config", "model_build", "ops", "serving_stacks", "stacks"}
 
 
 @pytest.mark.parametrize("leaf", LEAVES)
@@ -70,18 +119,13 @@ def test_leaf_vocabulary_modules_import_nothing_of_ours(leaf):
     assert not found, f"config/{leaf}.py imports {sorted(found)}; every layer reads it, so it must stand alone"
 
 
-@pytest.mark.parametrize("path", modules("serving_stacks"), ids=lambda p: str(p.relative_to(ROOT)))
-def test_serving_stack_modules_import_nothing_of_ours_outside_their_package(path):
-    found = imported_roots(path) & (OURS - {"serving_stacks"})
-    assert not found, (
-        f"{path.relative_to(ROOT)} imports {sorted(found)}; the config schema reads it, so it stands alone"
-    )
-
-
 def test_importing_the_stacks_loads_no_benchmark_runtime_and_no_aws_sdk():
     """Synth reads only names the benchmark also uses (metric names and test cases live in config/); aiohttp,
-    boto3 and bench/ would cost synth time and tie rendering to runtime code. A fresh interpreter, since tests
-    import both."""
-    probe = "import sys, stacks; print(' '.join(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'boto3', 'bench')))"
+    boto3, bench/ and the checkpoint uploader would cost synth time and tie rendering to runtime code. A fresh
+    interpreter, since tests import them all."""
+    probe = (
+        "import sys, stacks; print(' '.join(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'boto3', 'bench') "
+        "or m in ('model_build.checkpoints', 'model_build.transfer')))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

@@ -6,6 +6,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from constructs import Construct
 
+from config import container_insights as ci
 from config.cost import NO_PRICE, per_million_tokens_factor
 
 # Metric names as bench/cloudwatch.py writes them: raw values (CloudWatch computes the percentiles).
@@ -143,9 +144,9 @@ class BenchmarkDashboard(Construct):
         every pod in the namespace, found by SEARCH so pod names need not be known at synth time."""
         running = [
             cw.Metric(
-                namespace="ContainerInsights",
-                metric_name="service_number_of_running_pods",
-                dimensions_map={"ClusterName": cluster_name, "Namespace": k8s_namespace, "Service": s},
+                namespace=ci.NAMESPACE,
+                metric_name=ci.RUNNING_PODS,
+                dimensions_map={ci.CLUSTER_NAME: cluster_name, ci.K8S_NAMESPACE: k8s_namespace, ci.SERVICE: s},
                 statistic="Minimum",
                 period=Duration.minutes(1),
                 label=s,
@@ -154,8 +155,8 @@ class BenchmarkDashboard(Construct):
         ]
         pod_cpu = cw.MathExpression(
             expression=(
-                "SEARCH('{ContainerInsights,ClusterName,Namespace,PodName} "
-                f'MetricName="pod_cpu_utilization" ClusterName="{cluster_name}" Namespace="{k8s_namespace}"\', '
+                f"SEARCH('{{{ci.NAMESPACE},{ci.CLUSTER_NAME},{ci.K8S_NAMESPACE},{ci.POD_NAME}}} "
+                f'MetricName="{ci.POD_CPU}" {ci.CLUSTER_NAME}="{cluster_name}" {ci.K8S_NAMESPACE}="{k8s_namespace}"\', '
                 "'Average', 60)"
             ),
             label="",

@@ -7,11 +7,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from model_build.manifest import MANIFEST_NAME
+from config.bucket_layout import MANIFEST_KEY_PATTERNS
 from stacks.nag import acknowledge
-
-# Where manifests live (model_build.digest: artifacts/<digest>/, checkpoints/<org>/<name>/<revision>/).
-MANIFEST_KEYS = (f"artifacts/*/{MANIFEST_NAME}", f"checkpoints/*/{MANIFEST_NAME}")
 
 
 class ModelBucket(Construct):
@@ -51,7 +48,7 @@ class ModelBucket(Construct):
                 effect=iam.Effect.DENY,
                 principals=[iam.AnyPrincipal()],
                 actions=["s3:PutObject"],
-                resources=[self.bucket.arn_for_objects(key) for key in MANIFEST_KEYS],
+                resources=[self.bucket.arn_for_objects(key) for key in MANIFEST_KEY_PATTERNS],
                 conditions={"Null": {"s3:if-none-match": "true"}},
             )
         )

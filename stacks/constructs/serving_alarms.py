@@ -12,9 +12,8 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-CONTAINER_INSIGHTS = "ContainerInsights"
-FAILED_NODES = "cluster_failed_node_count"
-RUNNING_PODS = "service_number_of_running_pods"
+from config import container_insights as ci
+from config.labels import INSTANCE
 
 
 class ServingAlarms(Construct):
@@ -43,9 +42,9 @@ class ServingAlarms(Construct):
                     "kubectl describe node NAME). On the Trainium2 node this stops both services."
                 ),
                 metric=cw.Metric(
-                    namespace=CONTAINER_INSIGHTS,
-                    metric_name=FAILED_NODES,
-                    dimensions_map={"ClusterName": cluster_name},
+                    namespace=ci.NAMESPACE,
+                    metric_name=ci.FAILED_NODES,
+                    dimensions_map={ci.CLUSTER_NAME: cluster_name},
                     statistic="Maximum",
                     period=Duration.minutes(1),
                 ),
@@ -64,12 +63,16 @@ class ServingAlarms(Construct):
                     alarm_description=(
                         f"No running pod behind Service {namespace}/{service} for 15 minutes. Expected while "
                         f"`make build PROFILE={service}` runs or before its artifact exists; otherwise see "
-                        f"kubectl -n {namespace} describe pods -l app.kubernetes.io/instance={service}."
+                        f"kubectl -n {namespace} describe pods -l {INSTANCE}={service}."
                     ),
                     metric=cw.Metric(
-                        namespace=CONTAINER_INSIGHTS,
-                        metric_name=RUNNING_PODS,
-                        dimensions_map={"Service": service, "Namespace": namespace, "ClusterName": cluster_name},
+                        namespace=ci.NAMESPACE,
+                        metric_name=ci.RUNNING_PODS,
+                        dimensions_map={
+                            ci.SERVICE: service,
+                            ci.K8S_NAMESPACE: namespace,
+                            ci.CLUSTER_NAME: cluster_name,
+                        },
                         statistic="Minimum",
                         period=Duration.minutes(5),
                     ),

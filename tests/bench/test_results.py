@@ -92,7 +92,7 @@ def test_results_round_trip_and_clear_errors(bench_results: BenchResults, tmp_pa
     data["schema_version"] = 1
     del data["runs"][0]["summary"]
     (tmp_path / "partial.json").write_text(json.dumps(data))
-    with pytest.raises(ResultsError, match=r"runs\.0\.summary"):
+    with pytest.raises(ResultsError, match=r"runs\[0\]\.summary"):
         load_results(tmp_path / "partial.json")
 
 

@@ -43,6 +43,19 @@ def test_build_archive_runs_model_build_plan_against_the_shipped_config(serving_
     assert "enable_fused_speculation" in result.stdout
 
 
+def test_build_archive_holds_every_module_model_build_imports(serving_objects, tmp_path):
+    """The archive leaves some config modules out (build_code_files): every model_build module must still import."""
+    code = tmp_path / "code"
+    _unpack(serving_objects, "trn-specdec-build-code", code)
+    probe = (
+        "import importlib, pkgutil, model_build\n"
+        "for m in pkgutil.iter_modules(model_build.__path__):\n"
+        "    m.name == '__main__' or importlib.import_module('model_build.' + m.name)"
+    )
+    result = _run(["-c", probe], code, tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
 def test_bench_archive_runs_the_bench_cli(serving_objects, tmp_path):
     code = tmp_path / "code"
     _unpack(serving_objects, "trn-specdec-bench-code", code)

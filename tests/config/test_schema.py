@@ -40,6 +40,13 @@ def test_default_config_reproduces_the_reference_setup(default_config):
     assert c.admin_is_placeholder and c.efa_required
 
 
+def test_the_models_in_use_are_each_profiles_target_and_draft_once_in_config_order(default_config):
+    base, spec = default_config.profiles
+    assert default_config.profile_models(base) == ["qwen3-32b"]
+    assert default_config.profile_models(spec) == ["qwen3-32b", "qwen3-1-7b"]
+    assert default_config.models_in_use() == ["qwen3-32b", "qwen3-1-7b"]  # qwen3-0-6b is configured, unused
+
+
 def test_profiles_inherit_the_shared_serving_block_and_differ_only_in_decoding(default_config):
     base, spec = default_config.profiles
     assert base.model_dump(exclude={"name", "decoding"}) == spec.model_dump(exclude={"name", "decoding"})
@@ -212,7 +219,7 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ("serving.image.tag", "0.24.0.1.1.0-neuronx-py313-sdk2.32.0-ubuntu24.04", ["served by no stack"]),
         ("serving.image.tag", "latest", ["image tag 'latest'"]),
         ("name", "Trn_Specdec", ["name='Trn_Specdec'", "malformed"]),
-        ("profiles.0.name", "Baseline!", ["profiles.0.name='Baseline!'", "malformed"]),
+        ("profiles.0.name", "Baseline!", ["profiles[0].name='Baseline!'", "malformed"]),
         ("admin_principal_arn", "admin", ["admin_principal_arn='admin'", "malformed"]),
         ("trn2_nodes.capacity_reservation_id", "cr-0123456789abcdef0", ["capacity_reservation_id", "CAPACITY_BLOCK"]),
         ("trn2_nodes.availability_zone", "us-west-2a", ["availability_zone='us-west-2a'"]),
@@ -445,7 +452,7 @@ def test_a_decoding_error_is_located_without_the_method_tag(method):
         d["profiles"][1]["decoding"].update(method=method, num_speculative_tokens=99)
 
     (problem,) = problems_for(mutate)
-    assert problem.startswith("profiles.1.decoding.num_speculative_tokens:"), problem
+    assert problem.startswith("profiles[1].decoding.num_speculative_tokens:"), problem
 
 
 def test_an_unknown_method_names_every_stacks_methods():

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from config.bucket_layout import checkpoint_prefix
+from config.bucket_layout import MANIFEST_NAME, checkpoint_prefix
 from config.schema import HfModel
-from model_build.checkpoints import models_in_use, select_models, stage_checkpoints
+from model_build.checkpoints import select_models, stage_checkpoints
 from model_build.cli import main
 from model_build.errors import BuildError
-from model_build.manifest import MANIFEST_NAME, Manifest
+from model_build.manifest import Manifest
 from tests.iam_check import S3Calls, denied, statements_by_service_account
 from tests.model_build.conftest import MIB, MOTO_ACCOUNT, FaultyClient, write_tree
 
@@ -73,7 +73,7 @@ def test_staging_publishes_each_model_under_its_pinned_revision(default_config, 
 
 
 def test_default_selection_is_every_model_a_profile_uses(default_config):
-    assert models_in_use(default_config) == ["qwen3-32b", "qwen3-1-7b"]
+    assert select_models(default_config, None) == default_config.models_in_use() == ["qwen3-32b", "qwen3-1-7b"]
     assert select_models(default_config, ["qwen3-0-6b"]) == ["qwen3-0-6b"]
     with pytest.raises(BuildError, match="--model nope is not a key of models"):
         select_models(default_config, ["nope"])

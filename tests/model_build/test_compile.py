@@ -9,10 +9,11 @@ from typing import Any, ClassVar
 
 import pytest
 
+from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME
 from model_build.cli import main
 from model_build.compile import Nxdi, compile_profile, expected_outputs
 from model_build.errors import BuildError
-from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, BuildRecord, Manifest, ManifestFile, sha256_file
+from model_build.manifest import BuildRecord, Manifest, ManifestFile, sha256_file
 from model_build.plan import BuildPlan, build_plan
 
 

@@ -164,20 +164,3 @@ def test_other_sdk_warns_that_kwargs_were_checked_against_2_26_only():
 def test_plan_of_an_unknown_profile_exits_2(capsys):
     assert main(["plan", "nope"]) == 2
     assert "no profile named 'nope'" in capsys.readouterr().err
-
-
-def test_the_plans_init_check_is_the_one_the_rendered_deployment_runs(default_config):
-    """`model_build plan` shows the check serving runs; compare it with the rendered Deployment, not with itself."""
-    from charts import render_serving
-
-    deployments = {o["metadata"]["name"]: o for o in render_serving(default_config, "b") if o["kind"] == "Deployment"}
-    for profile in default_config.profiles:
-        (init,) = deployments[profile.name]["spec"]["template"]["spec"]["initContainers"]
-        assert build_plan(default_config, profile).check_mounted_argv() == init["command"]
-
-
-def test_models_root_is_where_serving_mounts_the_bucket():
-    from charts.models_volume import MOUNT_PATH
-    from model_build.plan import DEFAULT_MODELS_ROOT
-
-    assert DEFAULT_MODELS_ROOT == MOUNT_PATH

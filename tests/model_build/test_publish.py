@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from config.bucket_layout import artifact_prefix
+from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME, artifact_prefix
 from model_build.errors import BuildError
-from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, Manifest
+from model_build.manifest import Manifest
 from model_build.publish import publish_artifact
 from model_build.transfer import MIB, TransferSettings
 from model_build.verify import verify_artifact

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from config.bucket_layout import artifact_prefix
+from config.bucket_layout import MANIFEST_NAME, artifact_prefix
 from model_build.cli import main
-from model_build.manifest import MANIFEST_NAME
 from model_build.publish import publish_artifact
 from tests.model_build.conftest import fake_compile
 

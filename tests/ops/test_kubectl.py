@@ -22,9 +22,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from config import load_config
-from config.bucket_layout import artifact_prefix, checkpoint_prefix, results_key
+from config.bucket_layout import MANIFEST_NAME, artifact_prefix, checkpoint_prefix, results_key
 from model_build.errors import BuildError
-from model_build.manifest import MANIFEST_NAME
 from model_build.plan import build_plan
 from model_build.publish import publish_artifact
 from model_build.transfer import S3Store

@@ -64,8 +64,7 @@ def test_manifests_can_only_be_created_never_replaced(synth):
     """Deny any manifest write without If-None-Match, on the keys model_build really writes."""
     import fnmatch
 
-    from config.bucket_layout import artifact_prefix, checkpoint_prefix
-    from model_build.manifest import MANIFEST_NAME
+    from config.bucket_layout import MANIFEST_NAME, artifact_prefix, checkpoint_prefix
 
     policies = synth.resources("Models", "AWS::S3::BucketPolicy").values()
     statements = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]

@@ -1,0 +1,145 @@
+"""The contract every serving stack module implements, and the profile fields a stack may read.
+
+A stack is a module, not a class: its module-level names are its members, and mypy checks a module against a
+Protocol (`stack: ServingStack = legacy_v0` type-checks only if the module has every member with its type).
+Code outside serving_stacks/ reads a stack only through these members, never by comparing its name, so adding
+a stack is adding a module here, not an `if` elsewhere (tests/serving_stacks/test_contract.py holds both rules).
+
+Leaf module: imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+class DecodingView(Protocol):
+    @property
+    def method(self) -> str: ...
+
+
+class ImageView(Protocol):
+    @property
+    def plugin_version(self) -> str | None: ...
+
+
+class PlacementView(Protocol):
+    @property
+    def tensor_parallel_size(self) -> int: ...
+
+
+class ProfileView(Protocol):
+    """The fields of a serving profile (config.schema.ServingProfile) that stacks read: typed here, because the
+    config imports the stacks and the stacks may not import the config."""
+
+    @property
+    def decoding(self) -> DecodingView: ...
+
+    @property
+    def image(self) -> ImageView: ...
+
+    @property
+    def placement(self) -> PlacementView: ...
+
+    @property
+    def max_model_len(self) -> int: ...
+
+    @property
+    def max_num_seqs(self) -> int: ...
+
+    @property
+    def dtype(self) -> str: ...
+
+    @property
+    def speculative(self) -> bool: ...
+
+
+class ArtifactKind(enum.Enum):
+    """How model_build makes a stack's artifact (model_build/artifact.py picks the plan by this)."""
+
+    NXDI_COMPILE = "nxdi-compile"  # model_build compiles with NxDI (model_build/plan.py, compile.py)
+    COMPILE_CACHE = "compile-cache"  # the stack's own vLLM fills its compile cache (model_build/compile_cache.py)
+
+
+@dataclass(frozen=True)
+class LocalCache:
+    """Node-local disk (an emptyDir) where serving copies the artifact before vLLM starts, because vLLM writes
+    next to what it reads and the S3 mount cannot rename atomically."""
+
+    path: str
+    size_gib: int
+
+
+@runtime_checkable
+class ServingStack(Protocol):
+    """One Neuron vLLM stack: its images, methods, command line, environment, artifact and config rules."""
+
+    @property
+    def NAME(self) -> str: ...
+
+    @property
+    def IMAGE_TAG(self) -> str:
+        """The image tag the stack is checked with: the one error sentences recommend."""
+        ...
+
+    @property
+    def MIN_DRIVER(self) -> tuple[int, ...]:
+        """The Neuron driver the stack's images were released with (config checks the node AMI's)."""
+        ...
+
+    @property
+    def METHODS(self) -> tuple[str, ...]:
+        """The decoding methods the stack serves, "none" first."""
+        ...
+
+    @property
+    def ARTIFACT(self) -> ArtifactKind: ...
+
+    @property
+    def LOCAL_CACHE(self) -> LocalCache | None:
+        """Where serving copies the artifact to, or None when vLLM reads it from the S3 mount."""
+        ...
+
+    def serves_image(self, vllm: str, plugin: str | None, sdk: str) -> bool:
+        """Whether an image with these versions (from its tag) belongs to this stack."""
+        ...
+
+    def speculative_method(self, method: str) -> str:
+        """The "method" of vLLM's --speculative-config for a configured decoding method."""
+        ...
+
+    def neuron_args(self, profile: ProfileView) -> list[str]:
+        """The stack's own vLLM flags (how Neuron settings reach its vLLM)."""
+        ...
+
+    def graph_args(self, profile: ProfileView) -> list[str] | None:
+        """The flags that shape the compiled graphs (digest inputs), or None when the artifact does not depend
+        on vLLM's flags beyond the common digest inputs."""
+        ...
+
+    def digest_inputs(self, profile: ProfileView) -> dict[str, object]:
+        """What the stack adds to the artifact digest beyond the common inputs (for a compile cache: the flags that
+        shape its graphs, the plugin version and the compile route)."""
+        ...
+
+    def env(self, *, artifact_dir: str, logical_neuron_cores: int) -> dict[str, str]:
+        """The serving container's environment of the stack."""
+        ...
+
+    def build_job_env(self, *, logical_neuron_cores: int, scratch: str, out_dir: str) -> dict[str, str]:
+        """The build Job's environment of the stack, as rendered (the compile route, LNC, where it compiles)."""
+        ...
+
+    def serve_command(self, *, code_path: str, port: int, profile_name: str) -> list[str]:
+        """The serving container's command; its args are vLLM's (after `vllm`)."""
+        ...
+
+    def compile_args(self, *, vllm_argv: list[str], port: int, timeout_minutes: int) -> list[str]:
+        """Flags of `python -m model_build compile PROFILE --out DIR` beyond those, for the build Job."""
+        ...
+
+    def profile_problems(self, profile: ProfileView, where: str) -> list[str]:
+        """The stack's own config rules, as sentences naming `where`, the value and the fix."""
+        ...
