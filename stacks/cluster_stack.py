@@ -13,8 +13,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from config import container_insights
 from config.kubernetes import KUBECTL_LAYERS
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
+from stacks.constructs.keda import Keda
+from stacks.constructs.managed_prometheus import ManagedPrometheus, serving_scrape_jobs
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
 from stacks.constructs.node_metadata import metadata_options
 from stacks.constructs.pod_identity_role import PodIdentityRole
@@ -150,6 +153,18 @@ class ClusterStack(Stack):
         self.addons = self._managed_addons()
         self.neuron_dra = NeuronDraDriver(self, "NeuronDra", cluster=self.cluster)
         self.neuron_dra.node.add_dependency(self.system_nodes)
+        # The live metrics store and the autoscaler that reads it (docs/metrics-and-scaling.md).
+        self.metrics = ManagedPrometheus(
+            self,
+            "Metrics",
+            alias=config.name,
+            cluster=self.cluster,
+            vpc=self.vpc,
+            jobs=serving_scrape_jobs(config),
+            tags=config.tags,
+        )
+        self.keda = Keda(self, "Keda", cluster=self.cluster, workspace_arn=self.metrics.workspace.attr_arn)
+        self.keda.chart.node.add_dependency(self.system_nodes, self.addons["eks-pod-identity-agent"])
         self._acknowledge_cdk_internals()
 
     def _acknowledge_cdk_internals(self) -> None:
@@ -206,6 +221,8 @@ class ClusterStack(Stack):
                 "Addon-" + name,
                 cluster=self.cluster,
                 addon_name=name,
+                # Pinned where alarms depend on the names a version publishes (config/container_insights.py).
+                addon_version=container_insights.ADDON_VERSION if name == container_insights.ADDON_NAME else None,
                 configuration_values=values,
                 preserve_on_delete=False,
             )
