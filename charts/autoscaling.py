@@ -16,13 +16,14 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.pod_security import VLLM_POD_LABELS
-from config.metrics import NAMESPACE_LABEL, PROFILE_LABEL, REQUESTS_WAITING
-from config.scaling import max_replicas, min_replicas, waiting_threshold
+from config.metrics import NAMESPACE_LABEL, PROFILE_LABEL, REQUESTS_RUNNING, REQUESTS_WAITING
+from config.scaling import max_replicas, min_replicas, running_threshold, waiting_threshold
 from config.schema import DeploymentConfig, ServingProfile
 
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 TRIGGER_AUTHENTICATION = "keda-managed-prometheus"
 WAITING_TRIGGER = "requests-waiting"
+RUNNING_TRIGGER = "requests-running"
 # The Kubernetes user the managed scraper's EKS access entry maps to (AMP user guide, "Configuring your Amazon EKS
 # cluster": the RBAC binds `aps-collector-user`).
 SCRAPER_USER = "aps-collector-user"
@@ -39,13 +40,39 @@ def waiting_query(namespace: str, profile: str) -> str:
     return f"sum({REQUESTS_WAITING}{selector(namespace, profile)})"
 
 
+def running_query(namespace: str, profile: str) -> str:
+    """Requests in the profile's batches summed over its pods; the HPA divides by replicas (AverageValue)."""
+    return f"sum({REQUESTS_RUNNING}{selector(namespace, profile)})"
+
+
 def serving_replicas_query(namespace: str, profile: str) -> str:
     """Replicas whose /metrics answered the last scrape."""
     return f"count(up{selector(namespace, profile)} == 1)"
 
 
+def _trigger(config: DeploymentConfig, name: str, query: str, threshold: int, query_url: str) -> dict[str, Any]:
+    return {
+        "type": "prometheus",
+        "name": name,
+        "metricType": "AverageValue",
+        "metadata": {
+            "serverAddress": query_url,
+            "query": query,
+            "threshold": str(threshold),
+            # Active from one request (values are whole requests); KEDA uses it only between 0 and 1 replicas.
+            "activationThreshold": "0",
+            "awsRegion": config.region,
+        },
+        "authenticationRef": {"name": TRIGGER_AUTHENTICATION},
+    }
+
+
 def scaled_object(config: DeploymentConfig, profile: ServingProfile, query_url: str) -> dict[str, Any]:
+    """Two triggers, as llm-d scales on queue and running requests; the HPA takes the larger proposal. Waiting
+    requests above the threshold per replica add replicas; running requests at a full compiled batch per replica
+    hold them (waiting alone drops to 0 once the new replica serves, and would take it away again)."""
     s = config.scaling
+    ns = config.namespace
     return {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": profile.name},
         "pollingInterval": s.polling_interval_seconds,
@@ -69,20 +96,10 @@ def scaled_object(config: DeploymentConfig, profile: ServingProfile, query_url: 
             }
         },
         "triggers": [
-            {
-                "type": "prometheus",
-                "name": WAITING_TRIGGER,
-                "metricType": "AverageValue",
-                "metadata": {
-                    "serverAddress": query_url,
-                    "query": waiting_query(config.namespace, profile.name),
-                    "threshold": str(waiting_threshold(s, profile)),
-                    # Active from one waiting request (values are whole requests); only 0 <-> 1 uses it.
-                    "activationThreshold": "0",
-                    "awsRegion": config.region,
-                },
-                "authenticationRef": {"name": TRIGGER_AUTHENTICATION},
-            }
+            _trigger(
+                config, WAITING_TRIGGER, waiting_query(ns, profile.name), waiting_threshold(s, profile), query_url
+            ),
+            _trigger(config, RUNNING_TRIGGER, running_query(ns, profile.name), running_threshold(profile), query_url),
         ],
     }
 

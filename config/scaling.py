@@ -67,6 +67,11 @@ def waiting_threshold(scaling: ScalingConfig, profile: Any) -> int:
     return max(1, math.floor(scaling.waiting_per_replica * profile.max_num_seqs))
 
 
+def running_threshold(profile: Any) -> int:
+    """Requests running per replica that hold the replicas serving them: a full compiled batch."""
+    return int(profile.max_num_seqs)
+
+
 def min_replicas(profile: Any) -> int:
     """Never zero on trn2: a replica that is not running costs a whole time-to-Ready before its first token."""
     return max(1, profile.replicas)

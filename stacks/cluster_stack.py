@@ -161,6 +161,7 @@ class ClusterStack(Stack):
             cluster=self.cluster,
             vpc=self.vpc,
             jobs=serving_scrape_jobs(config),
+            alert_topic_arn=config.observability.alarm_topic_arn,
             tags=config.tags,
         )
         self.keda = Keda(self, "Keda", cluster=self.cluster, workspace_arn=self.metrics.workspace.attr_arn)

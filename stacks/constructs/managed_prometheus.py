@@ -121,6 +121,17 @@ def scrape_configuration(jobs: list[dict[str, Any]]) -> str:
     )
 
 
+def alert_manager_definition(topic_arn: str, region: str) -> str:
+    """Every firing alert to one SNS topic (AMP user guide, "Alert manager configuration": sns_configs with sigv4).
+    The topic's policy must let aps.amazonaws.com publish (the topic is yours, not this app's)."""
+    config = {
+        "route": {"receiver": "sns"},
+        "receivers": [{"name": "sns", "sns_configs": [{"topic_arn": topic_arn, "sigv4": {"region": region}}]}],
+    }
+    body = yaml.safe_dump(config, sort_keys=False)
+    return "alertmanager_config: |\n" + "".join(f"  {line}\n" for line in body.splitlines())
+
+
 class ManagedPrometheus(Construct):
     """Workspace + managed scraper for one cluster. The scraper reaches the pods from the cluster's private subnets
     with the cluster security group (which the nodes carry), and needs the in-cluster RBAC that
@@ -135,11 +146,20 @@ class ManagedPrometheus(Construct):
         cluster: eks.ICluster,
         vpc: ec2.IVpc,
         jobs: list[dict[str, Any]],
+        alert_topic_arn: str | None,
         tags: dict[str, str],
     ) -> None:
         super().__init__(scope, construct_id)
         cfn_tags = [CfnTag(key=k, value=v) for k, v in sorted(tags.items())]
-        self.workspace = aps.CfnWorkspace(self, "Workspace", alias=alias, tags=cfn_tags)
+        self.workspace = aps.CfnWorkspace(
+            self,
+            "Workspace",
+            alias=alias,
+            alert_manager_definition=alert_manager_definition(alert_topic_arn, Stack.of(self).region)
+            if alert_topic_arn
+            else None,
+            tags=cfn_tags,
+        )
         self.configuration = scrape_configuration(jobs)
         self.scraper = aps.CfnScraper(
             self,
