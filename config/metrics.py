@@ -26,14 +26,11 @@ REQUEST_ERRORS = "RequestErrors"
 ACCEPTANCE_RATE = "AcceptanceRate"
 MEAN_ACCEPTANCE_LENGTH = "MeanAcceptanceLength"
 
-# --- Live serving metrics: vLLM's own Prometheus series, scraped into the managed Prometheus workspace ---------
-# One vocabulary for the scrape filter, KEDA's queries, the alert rules and the dashboard. Both stacks' vLLM (0.9.1
-# V0 fork and 0.29.0 V1) export these gauges under these names (vllm/engine/metrics.py, vllm/v1/metrics/loggers.py).
-VLLM_METRIC_PREFIXES = ("vllm:", "vllm_neuron:")  # what the scraper keeps; vllm_neuron: is the plugin's own
+# Live vLLM series in the Prometheus workspace (V0 vllm/engine/metrics.py, V1 vllm/v1/metrics/loggers.py).
+VLLM_METRIC_PREFIXES = ("vllm:", "vllm_neuron:")  # what the scraper keeps
 REQUESTS_WAITING = "vllm:num_requests_waiting"
 REQUESTS_RUNNING = "vllm:num_requests_running"
-# Labels the scrape job puts on every vLLM series: the serving profile (pod label trn-specdec/profile), the
-# namespace and the pod.
+# Labels the scrape puts on every vLLM series.
 PROFILE_LABEL = "profile"
 NAMESPACE_LABEL = "namespace"
 POD_LABEL = "pod"

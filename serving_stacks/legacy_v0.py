@@ -19,8 +19,7 @@ METHODS = ("none", "fused-draft")
 # SDK 2.26 ships Neuron Driver 2.24.7.0 (aws-neuron-sdk release-notes/prev/2.26.0/runtime.rst); "the driver
 # remains backwards compatible with older versions of Neuron Runtime" (neuron-runtime/nrt-troubleshoot.rst).
 MIN_DRIVER = (2, 24, 7, 0)
-# Where the managed scraper reads this stack's Prometheus metrics: vLLM's OpenAI server mounts /metrics on its
-# own port (vllm/entrypoints/openai/api_server.py, mount_metrics), the container port named "http".
+# Where the scraper reads metrics: vLLM's OpenAI server mounts /metrics on its own port (api_server.py).
 METRICS_PATH = "/metrics"
 METRICS_PORT_NAME = "http"
 

@@ -31,9 +31,7 @@ METHODS = ("none", "eagle3", "dflash")
 # Neuron driver this image was released and tested with: SDK 2.33.0 = Driver 2.31.7.0, Runtime 2.35.30.0
 # (awsdocs-neuron v2.33.0 release-notes/components). No lower minimum is stated for Runtime 2.35.
 MIN_DRIVER = (2, 31, 7, 0)
-# Where the managed scraper reads this stack's Prometheus metrics: vLLM 0.29's OpenAI server serves /metrics on its
-# own port (vllm/entrypoints/openai/api_server.py, mount_metrics), the container port named "http"; the plugin adds
-# vllm_neuron:* series to the same registry.
+# Where the scraper reads metrics: vLLM's OpenAI server mounts /metrics on its own port (api_server.py).
 METRICS_PATH = "/metrics"
 METRICS_PORT_NAME = "http"
 

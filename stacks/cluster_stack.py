@@ -13,9 +13,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from config import container_insights
 from config.kubernetes import KUBECTL_LAYERS
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
+from stacks import container_insights
 from stacks.constructs.keda import Keda
 from stacks.constructs.managed_prometheus import ManagedPrometheus, serving_scrape_jobs
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
@@ -222,7 +222,7 @@ class ClusterStack(Stack):
                 "Addon-" + name,
                 cluster=self.cluster,
                 addon_name=name,
-                # Pinned where alarms depend on the names a version publishes (config/container_insights.py).
+                # Pinned where alarms depend on the names a version publishes (stacks/container_insights.py).
                 addon_version=container_insights.ADDON_VERSION if name == container_insights.ADDON_NAME else None,
                 configuration_values=values,
                 preserve_on_delete=False,

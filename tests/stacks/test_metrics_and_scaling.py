@@ -11,8 +11,8 @@ from typing import Any
 import yaml
 
 from charts import render_serving
-from config import container_insights
 from serving_stacks import stack_named
+from stacks import container_insights
 
 KEDA = json.loads((Path(__file__).parents[1] / "charts" / "fixtures" / "keda_2_20_2.json").read_text())
 
