@@ -145,7 +145,7 @@ def test_a_step_from_2_to_8_requests_adds_one_replica_and_no_more():
 def test_a_large_step_adds_exactly_one_replica_per_scale_up_period_up_to_the_max():
     config = plugin_two_nodes()
     spec = of_kind(render_autoscaling(config, QUERY_URL), "ScaledObject")["eagle3"]["spec"]
-    period = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"]["policies"][0]["periodSeconds"]
+    period = config.scaling.scale_up_period_seconds  # what the config asks for; the replay reads the rendered object
     history = replay(spec, clients=step(2, 32, 0), batch=4, time_to_ready=period, seconds=4 * period, metric_of=METRICS)
     increases = [(t, r) for (t, r, _), (_, before, _) in zip(history[1:], history, strict=False) if r > before]
     first = history[0]
@@ -157,7 +157,7 @@ def test_a_large_step_adds_exactly_one_replica_per_scale_up_period_up_to_the_max
 def test_a_drop_back_scales_down_only_after_the_stabilization_window():
     config = plugin_two_nodes()
     spec = of_kind(render_autoscaling(config, QUERY_URL), "ScaledObject")["eagle3"]["spec"]
-    window = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"]
+    window = config.scaling.scale_down_stabilization_seconds  # asked for; the replay reads the rendered object
     drop = 1800
     clients = lambda now: 8 if 60 <= now < drop else 2  # noqa: E731
     history = replay(spec, clients=clients, batch=4, time_to_ready=900, seconds=drop + 2 * window, metric_of=METRICS)
