@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from config import parse_config
+import pytest
+
+from config import ConfigError, parse_config
 from config.scaling import max_replicas, waiting_threshold
 from tests.config.test_schema import problems_for
 from tests.conftest import default_config_dict
@@ -47,3 +49,19 @@ def test_a_lower_cap_than_the_fair_share_is_kept():
     data["scaling"] = {"max_replicas": {"speculative": 1}}
     config = parse_config(data)
     assert [max_replicas(config, p) for p in config.profiles] == [2, 1]
+
+
+def test_fixed_replicas_above_a_profiles_fair_share_are_refused_while_scaling():
+    """Three 4-device replicas plus one fit the node's 16 devices, but not two equal shares of 8."""
+    import yaml
+
+    from tests.conftest import ROOT
+
+    data = yaml.safe_load((ROOT / "config" / "vllm-neuron.yaml").read_text())
+    data["profiles"][0]["replicas"] = 3
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    (problem,) = err.value.problems
+    assert "profiles (baseline): 3 replica(s) x 4 devices" in problem and "scaling.enabled: false" in problem
+    data["scaling"] = {"enabled": False}
+    assert parse_config(data).profiles[0].replicas == 3
