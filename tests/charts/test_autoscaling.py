@@ -204,3 +204,12 @@ def test_every_query_parses_as_promql_and_reads_only_scraped_series(plugin_confi
             assert labels.keys() == {"namespace", "profile"}, query
     with pytest.raises(ValueError):
         promql.parse("sum(vllm:num_requests_waiting{profile=})")
+
+
+def test_scaled_objects_of_two_profiles_differ_only_in_the_profile_they_name(scaled):
+    """Replicas that share a node stay alike: same thresholds, windows, policies and limits for baseline and eagle3
+    (their compiled batches and devices are equal), so only the profile's name may differ."""
+    (a, b), (obj_a, obj_b) = zip(*sorted(scaled.items()), strict=True)
+    assert json.dumps(obj_a).replace(f'"{a}"', '"P"').replace(f'\\"{a}\\"', '\\"P\\"') == json.dumps(obj_b).replace(
+        f'"{b}"', '"P"'
+    ).replace(f'\\"{b}\\"', '\\"P\\"')
