@@ -35,3 +35,11 @@ PROFILE_LABEL = "profile"
 NAMESPACE_LABEL = "namespace"
 POD_LABEL = "pod"
 SCRAPE_JOB = "vllm"
+# Cold start (`make coldstart-report`, ops/coldstart.py): seconds per phase of a serving pod, from the cluster's
+# own record, per service (Variant) and phase; TimeToReady per service and start kind (a new node, or a pod on
+# a node that was already Ready). The autoscaler's scale-up period is read from TimeToReady.
+SECONDS = "Seconds"
+COLD_START_PHASE = "ColdStartPhaseSeconds"
+TIME_TO_READY = "TimeToReadySeconds"
+PHASE = "Phase"
+START_KIND = "Start"
