@@ -90,7 +90,9 @@ class VllmService(Construct):
             "Deployment",
             metadata=k8s.ObjectMeta(name=profile.name, labels=self.labels),
             spec=k8s.DeploymentSpec(
-                replicas=profile.replicas,
+                # With autoscaling the ScaledObject's HPA owns the count (at least profile.replicas): a replicas field
+                # here would reset it on every apply (Kubernetes HPA docs, "Migrating Deployments to autoscaling").
+                replicas=None if config.scaling.enabled else profile.replicas,
                 # Recreate: a rolling update would need a second set of devices that the node does not have.
                 strategy=k8s.DeploymentStrategy(type="Recreate"),
                 selector=k8s.LabelSelector(match_labels=selector(profile)),

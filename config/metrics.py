@@ -26,6 +26,15 @@ REQUEST_ERRORS = "RequestErrors"
 ACCEPTANCE_RATE = "AcceptanceRate"
 MEAN_ACCEPTANCE_LENGTH = "MeanAcceptanceLength"
 
+# Live vLLM series in the Prometheus workspace (V0 vllm/engine/metrics.py, V1 vllm/v1/metrics/loggers.py).
+VLLM_METRIC_PREFIXES = ("vllm:", "vllm_neuron:")  # what the scraper keeps
+REQUESTS_WAITING = "vllm:num_requests_waiting"
+REQUESTS_RUNNING = "vllm:num_requests_running"
+# Labels the scrape puts on every vLLM series.
+PROFILE_LABEL = "profile"
+NAMESPACE_LABEL = "namespace"
+POD_LABEL = "pod"
+SCRAPE_JOB = "vllm"
 # Cold start (`make coldstart-report`, ops/coldstart.py): seconds per phase of a serving pod, from the cluster's
 # own record, per service (Variant) and phase; TimeToReady per service and start kind (a new node, or a pod on
 # a node that was already Ready). The autoscaler's scale-up period is read from TimeToReady.

@@ -24,6 +24,7 @@ from pydantic import (
 
 from config.kubernetes import DEFAULT_KUBERNETES_VERSION, DRA_MINIMUM_VERSION, SUPPORTED_KUBERNETES_VERSIONS
 from config.neuron_ami import ami_driver, driver_text
+from config.scaling import ScalingConfig, scaling_problems
 from config.speculation import K_MAX, K_MIN, K_RANGE
 from config.tags import DEPLOYMENT_TAG_KEY, PROJECT_TAG_KEY, PROJECT_TAG_VALUE
 from serving_stacks import DEFAULT_IMAGE_TAG, STACKS, catalogue, stack_named, stack_serving
@@ -398,6 +399,7 @@ class DeploymentConfig(_Strict):
     trn2_nodes: Trn2NodeGroupConfig = Trn2NodeGroupConfig()
     bucket: BucketConfig = BucketConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
+    scaling: ScalingConfig = ScalingConfig()
     namespace: Name = "trn-specdec"
     models: dict[Name, HfModel]
     serving: ServingDefaults = ServingDefaults()
@@ -449,6 +451,7 @@ class DeploymentConfig(_Strict):
     @model_validator(mode="after")
     def _cross_field_rules(self) -> DeploymentConfig:
         problems = [*self._model_problems(), *self._placement_problems(), *self._node_group_problems()]
+        problems += scaling_problems(self)
         if len(self.models_bucket_name("0" * 12)) > 63:
             problems.append(
                 f"name={self.name!r} is too long for the bucket name {self.models_bucket_name('<account>')!r} "

@@ -98,6 +98,16 @@ class ServingStack(Protocol):
     def ARTIFACT(self) -> ArtifactKind: ...
 
     @property
+    def METRICS_PATH(self) -> str:
+        """Where the stack's vLLM serves Prometheus metrics (the managed scraper reads it)."""
+        ...
+
+    @property
+    def METRICS_PORT_NAME(self) -> str:
+        """The container port name the scraper matches."""
+        ...
+
+    @property
     def LOCAL_CACHE(self) -> LocalCache | None:
         """Where serving copies the artifact to, or None when vLLM reads it from the S3 mount."""
         ...

@@ -23,6 +23,9 @@ LOCAL_CACHE: LocalCache | None = None  # NxDI loads the compiled artifact from t
 # SDK 2.26 ships Neuron Driver 2.24.7.0 (aws-neuron-sdk release-notes/prev/2.26.0/runtime.rst); "the driver
 # remains backwards compatible with older versions of Neuron Runtime" (neuron-runtime/nrt-troubleshoot.rst).
 MIN_DRIVER: tuple[int, ...] = (2, 24, 7, 0)
+# Where the scraper reads metrics: vLLM's OpenAI server mounts /metrics on its own port (api_server.py).
+METRICS_PATH: str = "/metrics"
+METRICS_PORT_NAME: str = "http"
 
 
 def serves_image(vllm: str, plugin: str | None, sdk: str) -> bool:

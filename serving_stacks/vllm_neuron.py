@@ -41,6 +41,9 @@ ARTIFACT = ArtifactKind.COMPILE_CACHE
 # Neuron driver this image was released and tested with: SDK 2.33.0 = Driver 2.31.7.0, Runtime 2.35.30.0
 # (awsdocs-neuron v2.33.0 release-notes/components). No lower minimum is stated for Runtime 2.35.
 MIN_DRIVER: tuple[int, ...] = (2, 31, 7, 0)
+# Where the scraper reads metrics: vLLM's OpenAI server mounts /metrics on its own port (api_server.py).
+METRICS_PATH: str = "/metrics"
+METRICS_PORT_NAME: str = "http"
 
 # Where serving keeps the cache: an emptyDir on the node's disk, as AWS's DRA sample does
 # (aws-neuron-eks-samples disagg_serve_vllm: VLLM_CACHE_ROOT=/cache/vllm-cache on an emptyDir).

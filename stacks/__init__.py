@@ -49,8 +49,9 @@ def add_stacks(app: App, config: DeploymentConfig) -> Stacks:
         app,
         names["observability"],
         config=config,
+        metrics_workspace_arn=cluster.metrics.workspace.attr_arn,
         env=env,
-        description="trn-specdec benchmark dashboard and serving alarms",
+        description="trn-specdec benchmark dashboard, serving alarms and alert rules",
     )
     stacks = Stacks(models=models, cluster=cluster, workloads=workloads, observability=observability)
     for stack in stacks.all():

@@ -15,7 +15,10 @@ from constructs import Construct
 
 from config.kubernetes import KUBECTL_LAYERS
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
+from stacks import container_insights
 from stacks.constructs.capacity_block_notice import CapacityBlockNotice
+from stacks.constructs.keda import Keda
+from stacks.constructs.managed_prometheus import ManagedPrometheus, serving_scrape_jobs
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
 from stacks.constructs.node_metadata import metadata_options
 from stacks.constructs.pod_identity_role import PodIdentityRole
@@ -158,6 +161,19 @@ class ClusterStack(Stack):
         self.addons = self._managed_addons()
         self.neuron_dra = NeuronDraDriver(self, "NeuronDra", cluster=self.cluster)
         self.neuron_dra.node.add_dependency(self.system_nodes)
+        # The live metrics store and the autoscaler that reads it (docs/metrics-and-scaling.md).
+        self.metrics = ManagedPrometheus(
+            self,
+            "Metrics",
+            alias=config.name,
+            cluster=self.cluster,
+            vpc=self.vpc,
+            jobs=serving_scrape_jobs(config),
+            alert_topic_arn=config.observability.alarm_topic_arn,
+            tags=config.tags,
+        )
+        self.keda = Keda(self, "Keda", cluster=self.cluster, workspace_arn=self.metrics.workspace.attr_arn)
+        self.keda.chart.node.add_dependency(self.system_nodes, self.addons["eks-pod-identity-agent"])
         self._acknowledge_cdk_internals()
 
     def _acknowledge_cdk_internals(self) -> None:
@@ -214,6 +230,8 @@ class ClusterStack(Stack):
                 "Addon-" + name,
                 cluster=self.cluster,
                 addon_name=name,
+                # Pinned where alarms depend on the names a version publishes (stacks/container_insights.py).
+                addon_version=container_insights.ADDON_VERSION if name == container_insights.ADDON_NAME else None,
                 configuration_values=values,
                 preserve_on_delete=False,
             )

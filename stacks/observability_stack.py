@@ -1,5 +1,6 @@
-"""Observability: the benchmark dashboard (metrics from the benchmark Job and `bench run --cloudwatch`) and
-the serving alarms (Container Insights metrics from the CloudWatch observability add-on)."""
+"""Observability: the benchmark dashboard (metrics from the benchmark Job and `bench run --cloudwatch`), the
+serving alarms (Container Insights metrics from the CloudWatch observability add-on) and the alert rules on the
+live vLLM series in the managed Prometheus workspace (the Cluster stack owns the workspace and its scraper)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from config.prompt_suite import DEFAULT_CASES
 from config.schema import DeploymentConfig
 from stacks.constructs.benchmark_dashboard import BenchmarkDashboard
 from stacks.constructs.serving_alarms import ServingAlarms
+from stacks.constructs.serving_alert_rules import ServingAlertRules
 
 
 class ObservabilityStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: DeploymentConfig, metrics_workspace_arn: str, **kwargs
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         price = config.trn2_nodes.hourly_price_usd
         per_node = config.trn2_nodes.instance.devices
@@ -44,3 +48,4 @@ class ObservabilityStack(Stack):
             services=[p.name for p in config.profiles],
             topic_arn=config.observability.alarm_topic_arn,
         )
+        self.alert_rules = ServingAlertRules(self, "AlertRules", config=config, workspace_arn=metrics_workspace_arn)

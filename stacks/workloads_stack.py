@@ -8,6 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from charts.autoscaling import render_autoscaling
 from charts.bench_job import BENCH_SERVICE_ACCOUNT
 from charts.model_build_job import build_service_account
 from charts.serving_chart import BASE, render_groups
@@ -81,6 +82,15 @@ class WorkloadsStack(Stack):
         base.node.add_dependency(cluster_stack.neuron_dra)
         for addon in ("aws-mountpoint-s3-csi-driver", "eks-pod-identity-agent"):
             base.node.add_dependency(cluster_stack.addons[addon])
+        # ScaledObjects (KEDA's CRDs) and the metrics scraper's RBAC, after the namespace and KEDA's chart.
+        self.autoscaling = eks.KubernetesManifest(
+            self,
+            "k8s-autoscaling",
+            cluster=cluster,
+            manifest=render_autoscaling(config, cluster_stack.metrics.query_url),
+            overwrite=True,
+        )
+        self.autoscaling.node.add_dependency(base, cluster_stack.keda.chart)
 
     def _build_role(
         self,

@@ -21,7 +21,7 @@ RUNS_OR_CALLS_AWS = {"subprocess", "boto3", "botocore"}
 ALLOWED_EDGES: dict[str, set[str]] = {
     "app": {"stacks", "charts", "config"},
     "ops": {"charts", "model_build", "bench", "serving_stacks", "config"},
-    "stacks": {"charts", "model_build", "config"},
+    "stacks": {"charts", "model_build", "serving_stacks", "config"},
     "charts": {"model_build", "serving_stacks", "config"},
     "bench": {"config"},
     "model_build": {"serving_stacks", "config"},
@@ -100,7 +100,6 @@ def test_rendering_modules_run_no_process_and_call_no_aws(path):
 LEAVES = (
     "api_key",
     "bucket_layout",
-    "container_insights",
     "cost",
     "exit_codes",
     "kubernetes",

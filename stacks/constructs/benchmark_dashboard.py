@@ -6,11 +6,11 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from constructs import Construct
 
-from config import container_insights as ci
 from config.cost import NO_PRICE, per_million_tokens_factor
 
 # Metric names as bench/cloudwatch.py writes them: raw values (CloudWatch computes the percentiles).
 from config.metrics import E2E, ITL, RUN_THROUGHPUT, TEST_CASE, TTFT, VARIANT
+from stacks import container_insights as ci
 
 PERIOD = Duration.hours(1)
 

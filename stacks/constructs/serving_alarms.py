@@ -12,8 +12,8 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from config import container_insights as ci
 from config.labels import INSTANCE
+from stacks import container_insights as ci
 
 
 class ServingAlarms(Construct):

@@ -24,6 +24,7 @@ def test_every_group_is_applied_through_the_kubectl_provider_after_the_base(synt
         "modelbuild",
         "bench",
         "benchrequirements",
+        "autoscaling",
     }
     (base_id,) = [k for k in manifests if k.startswith("k8sbase")]
     for logical_id, resource in manifests.items():

@@ -1,0 +1,200 @@
+"""Queue-depth autoscaling of the vLLM services: one KEDA ScaledObject per profile, the TriggerAuthentication that
+lets KEDA query the managed Prometheus workspace, and what the managed scraper needs inside the cluster (RBAC for its
+user, a NetworkPolicy that admits it to the vLLM port).
+
+Each ScaledObject makes KEDA run an HPA (autoscaling/v2) on the profile's Deployment with the metric
+sum(vllm:num_requests_waiting) as an AverageValue target, i.e. requests waiting per replica. Its numbers come from
+the `scaling` section of the config (config/scaling.py); the behaviour is replayed in tests/charts/test_autoscaling.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cdk8s
+from cdk8s_plus_34 import k8s
+from constructs import Construct
+
+from charts.pod_security import VLLM_POD_LABELS
+from config.metrics import NAMESPACE_LABEL, PROFILE_LABEL, REQUESTS_RUNNING, REQUESTS_WAITING
+from config.scaling import max_replicas, min_replicas, running_threshold, waiting_threshold
+from config.schema import DeploymentConfig, ServingProfile
+
+KEDA_API_VERSION = "keda.sh/v1alpha1"
+TRIGGER_AUTHENTICATION = "keda-managed-prometheus"
+WAITING_TRIGGER = "requests-waiting"
+RUNNING_TRIGGER = "requests-running"
+# The Kubernetes user the managed scraper's EKS access entry maps to (AMP user guide, "Configuring your Amazon EKS
+# cluster": the RBAC binds `aps-collector-user`).
+SCRAPER_USER = "aps-collector-user"
+SCRAPER_NAME = "trn-specdec-metrics-scraper"
+SCHEDULER_METRICS_RESOURCE = "ksh/metrics"  # metrics.eks.amazonaws.com: the kube-scheduler's metrics endpoint
+
+
+def selector(namespace: str, profile: str) -> str:
+    return f'{{{NAMESPACE_LABEL}="{namespace}",{PROFILE_LABEL}="{profile}"}}'
+
+
+def waiting_query(namespace: str, profile: str) -> str:
+    """Requests waiting summed over the profile's pods; the HPA divides by replicas (AverageValue)."""
+    return f"sum({REQUESTS_WAITING}{selector(namespace, profile)})"
+
+
+def running_query(namespace: str, profile: str) -> str:
+    """Requests in the profile's batches summed over its pods; the HPA divides by replicas (AverageValue)."""
+    return f"sum({REQUESTS_RUNNING}{selector(namespace, profile)})"
+
+
+def serving_replicas_query(namespace: str, profile: str) -> str:
+    """Replicas whose /metrics answered the last scrape."""
+    return f"count(up{selector(namespace, profile)} == 1)"
+
+
+def _trigger(config: DeploymentConfig, name: str, query: str, threshold: int, query_url: str) -> dict[str, Any]:
+    return {
+        "type": "prometheus",
+        "name": name,
+        "metricType": "AverageValue",
+        "metadata": {
+            "serverAddress": query_url,
+            "query": query,
+            "threshold": str(threshold),
+            # Active from one request (values are whole requests); KEDA uses it only between 0 and 1 replicas.
+            "activationThreshold": "0",
+            "awsRegion": config.region,
+        },
+        "authenticationRef": {"name": TRIGGER_AUTHENTICATION},
+    }
+
+
+def scaled_object(config: DeploymentConfig, profile: ServingProfile, query_url: str) -> dict[str, Any]:
+    """Two triggers, as llm-d scales on queue and running requests; the HPA takes the larger proposal. Waiting
+    requests above the threshold per replica add replicas; running requests at a full compiled batch per replica
+    hold them (waiting alone drops to 0 once the new replica serves, and would take it away again)."""
+    s = config.scaling
+    ns = config.namespace
+    return {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": profile.name},
+        "pollingInterval": s.polling_interval_seconds,
+        "minReplicaCount": min_replicas(profile),
+        "maxReplicaCount": max_replicas(config, profile),
+        "advanced": {
+            "horizontalPodAutoscalerConfig": {
+                "behavior": {
+                    # No window on the way up, but at most one new replica per scale-up period (>= time-to-Ready).
+                    "scaleUp": {
+                        "stabilizationWindowSeconds": 0,
+                        "selectPolicy": "Max",
+                        "policies": [{"type": "Pods", "value": 1, "periodSeconds": s.scale_up_period_seconds}],
+                    },
+                    "scaleDown": {
+                        "stabilizationWindowSeconds": s.scale_down_stabilization_seconds,
+                        "selectPolicy": "Max",
+                        "policies": [{"type": "Pods", "value": 1, "periodSeconds": s.scale_down_period_seconds}],
+                    },
+                }
+            }
+        },
+        "triggers": [
+            _trigger(
+                config, WAITING_TRIGGER, waiting_query(ns, profile.name), waiting_threshold(s, profile), query_url
+            ),
+            _trigger(config, RUNNING_TRIGGER, running_query(ns, profile.name), running_threshold(profile), query_url),
+        ],
+    }
+
+
+def keda_object(scope: Construct, kind: str, *, name: str, namespace: str) -> cdk8s.ApiObject:
+    """A KEDA custom resource (no typed bindings; its schema is checked in tests against the pinned CRDs)."""
+    return cdk8s.ApiObject(
+        scope,
+        f"{kind}-{name}",
+        api_version=KEDA_API_VERSION,
+        kind=kind,
+        metadata=cdk8s.ApiObjectMetadata(name=name, namespace=namespace),
+    )
+
+
+class AutoscalingChart(cdk8s.Chart):
+    def __init__(self, scope: Construct, chart_id: str, *, config: DeploymentConfig, query_url: str) -> None:
+        super().__init__(scope, chart_id, disable_resource_name_hashes=True)
+        ns = config.namespace
+        ScraperAccess(self, "Scraper", config=config)
+        if not config.scaling.enabled:
+            return
+        keda_object(self, "TriggerAuthentication", name=TRIGGER_AUTHENTICATION, namespace=ns).add_json_patch(
+            cdk8s.JsonPatch.add("/spec", {"podIdentity": {"provider": "aws", "identityOwner": "keda"}})
+        )
+        for profile in config.profiles:
+            if profile.replicas == 0:
+                continue  # switched off in the config: nothing to scale
+            keda_object(self, "ScaledObject", name=profile.name, namespace=ns).add_json_patch(
+                cdk8s.JsonPatch.add("/spec", scaled_object(config, profile, query_url))
+            )
+
+
+class ScraperAccess(Construct):
+    """Least privilege for the managed scraper's user: watch pods in the serving namespace, endpoints of the API
+    server's Service in `default`, and read the scheduler's metrics; admitted to the vLLM port from the VPC."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig) -> None:
+        super().__init__(scope, construct_id)
+        subject = [k8s.Subject(kind="User", name=SCRAPER_USER, api_group="rbac.authorization.k8s.io")]
+        watch = ["get", "list", "watch"]
+        for ns, resources in ((config.namespace, ["pods"]), ("default", ["endpoints", "services", "pods"])):
+            role = k8s.KubeRole(
+                self,
+                f"Role-{ns}",
+                metadata=k8s.ObjectMeta(name=SCRAPER_NAME, namespace=ns),
+                rules=[k8s.PolicyRule(api_groups=[""], resources=resources, verbs=watch)],
+            )
+            k8s.KubeRoleBinding(
+                self,
+                f"RoleBinding-{ns}",
+                metadata=k8s.ObjectMeta(name=SCRAPER_NAME, namespace=ns),
+                role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role.name),
+                subjects=subject,
+            )
+        cluster_role = k8s.KubeClusterRole(
+            self,
+            "ClusterRole",
+            metadata=k8s.ObjectMeta(name=SCRAPER_NAME),
+            rules=[
+                k8s.PolicyRule(
+                    api_groups=["metrics.eks.amazonaws.com"], resources=[SCHEDULER_METRICS_RESOURCE], verbs=["get"]
+                )
+            ],
+        )
+        k8s.KubeClusterRoleBinding(
+            self,
+            "ClusterRoleBinding",
+            metadata=k8s.ObjectMeta(name=SCRAPER_NAME),
+            role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=cluster_role.name),
+            subjects=subject,
+        )
+        # The scraper's network interfaces live in the VPC's private subnets, not in a pod: the namespace's
+        # default-deny policy (charts/pod_security.py) would drop its scrapes. vLLM serves /metrics on its API port.
+        ports = sorted({p.port for p in config.profiles})
+        k8s.KubeNetworkPolicy(
+            self,
+            "NetworkPolicy",
+            metadata=k8s.ObjectMeta(name="vllm-metrics-from-vpc", namespace=config.namespace),
+            spec=k8s.NetworkPolicySpec(
+                pod_selector=k8s.LabelSelector(match_labels=VLLM_POD_LABELS),
+                policy_types=["Ingress"],
+                ingress=[
+                    k8s.NetworkPolicyIngressRule(
+                        from_=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=config.network.vpc_cidr))],
+                        ports=[
+                            k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(p), protocol="TCP") for p in ports
+                        ],
+                    )
+                ],
+            ),
+        )
+
+
+def render_autoscaling(config: DeploymentConfig, query_url: str) -> list[dict[str, Any]]:
+    """The scraper's access, and with `scaling.enabled` KEDA's objects. `query_url`: the workspace's query root."""
+    app = cdk8s.App()
+    return AutoscalingChart(app, "autoscaling", config=config, query_url=query_url).to_json()

@@ -1,0 +1,126 @@
+"""KEDA on vLLM queue depth per replica, within static trn2 capacity (docs/metrics-and-scaling.md says why).
+
+HPA limits: autoscaling/v2 HPAScalingPolicy periodSeconds 1..1800, stabilizationWindowSeconds 0..3600.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+HPA_MAX_POLICY_PERIOD_SECONDS = 1800
+HPA_MAX_STABILIZATION_SECONDS = 3600
+
+
+class ScalingConfig(BaseModel):
+    """Queue-depth autoscaling of every serving profile (one KEDA ScaledObject each)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(default=True, description="Render a ScaledObject per profile (false: fixed replicas).")
+    waiting_per_replica: float = Field(
+        default=0.5,
+        description="Target requests waiting per replica, a fraction (at most 1) of the compiled batch max_num_seqs.",
+    )
+    polling_interval_seconds: int = Field(default=15, ge=5, le=300, description="How often KEDA queries the store.")
+    time_to_ready_seconds: int = Field(
+        default=900,
+        ge=60,
+        le=HPA_MAX_POLICY_PERIOD_SECONDS,
+        description="Seconds from a new replica's scheduling to Ready; the cold-start report measures it.",
+    )
+    scale_up_period_seconds: int = Field(
+        default=900,
+        le=HPA_MAX_POLICY_PERIOD_SECONDS,
+        description="At most one new replica per period, no shorter than time_to_ready_seconds.",
+    )
+    scale_down_stabilization_seconds: int = Field(
+        default=600,
+        ge=600,
+        le=HPA_MAX_STABILIZATION_SECONDS,
+        description="Scale down to the highest replica count recommended over this window.",
+    )
+    scale_down_period_seconds: int = Field(
+        default=300, ge=15, le=HPA_MAX_POLICY_PERIOD_SECONDS, description="At most one replica removed per period."
+    )
+    max_replicas: dict[str, int] = Field(
+        default_factory=dict,
+        description="Profile name -> replicas, a cap below its fair share of the devices.",
+    )
+
+
+def waiting_threshold(scaling: ScalingConfig, profile: Any) -> int:
+    """Requests waiting per replica above which KEDA adds a replica: a fraction of the compiled batch, at least 1."""
+    return max(1, math.floor(scaling.waiting_per_replica * profile.max_num_seqs))
+
+
+def running_threshold(profile: Any) -> int:
+    """Requests running per replica that hold the replicas serving them: a full compiled batch."""
+    return int(profile.max_num_seqs)
+
+
+def min_replicas(profile: Any) -> int:
+    """Never zero on trn2: a replica that is not running costs a whole time-to-Ready before its first token."""
+    return max(1, profile.replicas)
+
+
+def devices_available(config: Any) -> int:
+    """Devices of the trn2 node group at max_size, as the placement rule in config/schema.py counts them."""
+    return config.trn2_nodes.max_size * config.trn2_nodes.instance.devices
+
+
+def fair_share_replicas(config: Any, profile: Any) -> int:
+    """Replicas of `profile` that fit when every profile gets an equal share of the devices. CPU and memory requests
+    are in proportion to the devices claimed (charts/neuron_claim.node_share), so devices that fit leave room for them."""
+    return devices_available(config) // len(config.profiles) // profile.placement.devices
+
+
+def max_replicas(config: Any, profile: Any) -> int:
+    return config.scaling.max_replicas.get(profile.name, fair_share_replicas(config, profile))
+
+
+def scaling_problems(config: Any) -> list[str]:
+    """Each bad scaling value as a sentence naming the field, the value and the fix (checked before synth)."""
+    s: ScalingConfig = config.scaling
+    problems: list[str] = []
+    if not 0 < s.waiting_per_replica <= 1:
+        problems.append(
+            f"scaling.waiting_per_replica={s.waiting_per_replica} puts the queue threshold outside the compiled "
+            "batch (max_num_seqs); use a fraction above 0 and at most 1, e.g. 0.5"
+        )
+    if s.scale_up_period_seconds < s.time_to_ready_seconds:
+        problems.append(
+            f"scaling.scale_up_period_seconds={s.scale_up_period_seconds} is shorter than "
+            f"scaling.time_to_ready_seconds={s.time_to_ready_seconds}: replicas would be added before the last one is "
+            f"Ready (runaway scale-up); set scale_up_period_seconds: {s.time_to_ready_seconds} or more"
+        )
+    names = {p.name for p in config.profiles}
+    for name in sorted(set(s.max_replicas) - names):
+        problems.append(f"scaling.max_replicas names {name!r}, which is not a profile; use one of {', '.join(names)}")
+    available = devices_available(config)
+    for p in config.profiles:
+        if p.name not in s.max_replicas:
+            continue
+        cap = s.max_replicas[p.name]
+        if cap < min_replicas(p):
+            problems.append(
+                f"scaling.max_replicas.{p.name}={cap} is below the profile's {min_replicas(p)} replica(s); "
+                f"set it to at least {min_replicas(p)}"
+            )
+        if cap > fair_share_replicas(config, p):
+            problems.append(
+                f"scaling.max_replicas.{p.name}={cap} x {p.placement.devices} devices does not fit the fair share "
+                f"of the {available} devices the trn2 node group has (trn2_nodes.max_size="
+                f"{config.trn2_nodes.max_size}); use at most {fair_share_replicas(config, p)} or add nodes"
+            )
+    if s.enabled:
+        for p in config.profiles:
+            if min_replicas(p) > max_replicas(config, p):
+                problems.append(
+                    f"profiles ({p.name}): {min_replicas(p)} replica(s) x {p.placement.devices} devices exceed its "
+                    f"fair share of the {available} devices of trn2_nodes.max_size={config.trn2_nodes.max_size} "
+                    "nodes; add nodes, lower replicas or set scaling.enabled: false"
+                )
+    return problems

@@ -1,0 +1,64 @@
+"""KEDA, from its Helm chart at a pinned version, with a Pod Identity role that may only query one Prometheus
+workspace."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from config.schema import NODE_ROLE_LABEL
+from stacks.constructs.pod_identity_role import PodIdentityRole
+
+# Pinned chart: kedacore/charts keda/Chart.yaml version 2.20.2 (appVersion 2.20.2), release commit cbb9bb8c. The
+# values below and the ScaledObject/TriggerAuthentication schemas the tests check against are read at that commit
+# (tests/charts/fixtures/keda_2_20_2.json).
+KEDA_CHART_REPOSITORY = "https://kedacore.github.io/charts"
+KEDA_CHART_NAME = "keda"
+KEDA_CHART_VERSION = "2.20.2"
+KEDA_NAMESPACE = "keda"
+KEDA_OPERATOR_SERVICE_ACCOUNT = "keda-operator"  # the chart's serviceAccount.operator.name default, set explicitly
+# The only call KEDA's prometheus scaler makes: GET <workspace>/api/v1/query, which AMP authorizes as
+# aps:QueryMetrics (AMP user guide, "Amazon Managed Service for Prometheus permissions").
+QUERY_ACTIONS = ("aps:QueryMetrics",)
+
+
+class Keda(Construct):
+    """KEDA's operator, metrics API server and admission webhooks on the system nodes.
+
+    The operator signs its queries to the workspace with SigV4 as itself (TriggerAuthentication podIdentity provider
+    `aws`, identityOwner keda): the AWS SDK's default chain finds the EKS Pod Identity credentials. The association
+    exists before the chart installs, because Pod Identity injects credentials when a pod is created.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, workspace_arn: str) -> None:
+        super().__init__(scope, construct_id)
+        self.identity = PodIdentityRole(
+            self,
+            "Identity",
+            cluster=cluster,
+            namespace=KEDA_NAMESPACE,
+            service_account=KEDA_OPERATOR_SERVICE_ACCOUNT,
+            description="KEDA operator: query the serving metrics workspace (aps:QueryMetrics), nothing else",
+        )
+        self.identity.role.add_to_policy(iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[workspace_arn]))
+        self.values = {
+            "nodeSelector": {NODE_ROLE_LABEL: "system"},
+            "serviceAccount": {"operator": {"name": KEDA_OPERATOR_SERVICE_ACCOUNT}},
+        }
+        self.chart = eks.HelmChart(
+            self,
+            "Chart",
+            cluster=cluster,
+            chart=KEDA_CHART_NAME,
+            repository=KEDA_CHART_REPOSITORY,
+            version=KEDA_CHART_VERSION,
+            release="keda",
+            namespace=KEDA_NAMESPACE,
+            create_namespace=True,
+            values=self.values,
+            wait=True,
+            timeout=Duration.minutes(10),
+        )
+        self.chart.node.add_dependency(self.identity.association)

@@ -1,0 +1,67 @@
+"""The scaling section: bad values fail before synth with a sentence naming the field, the value and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from config import ConfigError, parse_config
+from config.scaling import max_replicas, waiting_threshold
+from tests.config.test_schema import problems_for
+from tests.conftest import default_config_dict
+
+
+def test_defaults_scale_within_one_node_and_wait_a_time_to_ready_between_replicas(default_config):
+    s = default_config.scaling
+    assert (s.time_to_ready_seconds, s.scale_up_period_seconds, s.scale_down_stabilization_seconds) == (900, 900, 600)
+    for p in default_config.profiles:  # two 8-device profiles share one 16-device node
+        assert (waiting_threshold(s, p), max_replicas(default_config, p)) == (2, 1)
+
+
+def test_a_threshold_above_the_compiled_batch_is_refused():
+    (problem,) = problems_for(lambda d: d.update(scaling={"waiting_per_replica": 1.5}))
+    assert "scaling.waiting_per_replica=1.5" in problem and "max_num_seqs" in problem and "at most 1" in problem
+
+
+def test_a_max_above_the_node_groups_devices_is_refused():
+    (problem,) = problems_for(lambda d: d.update(scaling={"max_replicas": {"baseline": 2}}))
+    assert "scaling.max_replicas.baseline=2" in problem and "16 devices" in problem and "use at most 1" in problem
+
+
+def test_a_max_for_an_unknown_profile_is_refused():
+    (problem,) = problems_for(lambda d: d.update(scaling={"max_replicas": {"basline": 1}}))
+    assert "'basline'" in problem and "not a profile" in problem
+
+
+def test_a_scale_up_period_shorter_than_time_to_ready_is_refused():
+    (problem,) = problems_for(lambda d: d.update(scaling={"scale_up_period_seconds": 300}))
+    assert "scaling.scale_up_period_seconds=300" in problem and "time_to_ready_seconds=900" in problem
+    assert "set scale_up_period_seconds: 900" in problem
+
+
+def test_a_scale_down_window_below_ten_minutes_is_refused():
+    (problem,) = problems_for(lambda d: d.update(scaling={"scale_down_stabilization_seconds": 60}))
+    assert "scaling.scale_down_stabilization_seconds" in problem and "600" in problem
+
+
+def test_a_lower_cap_than_the_fair_share_is_kept():
+    data = default_config_dict()
+    data["trn2_nodes"].update(min_size=2, desired_size=2, max_size=2)
+    data["scaling"] = {"max_replicas": {"speculative": 1}}
+    config = parse_config(data)
+    assert [max_replicas(config, p) for p in config.profiles] == [2, 1]
+
+
+def test_fixed_replicas_above_a_profiles_fair_share_are_refused_while_scaling():
+    """Three 4-device replicas plus one fit the node's 16 devices, but not two equal shares of 8."""
+    import yaml
+
+    from tests.conftest import ROOT
+
+    data = yaml.safe_load((ROOT / "config" / "vllm-neuron.yaml").read_text())
+    data["profiles"][0]["replicas"] = 3
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    (problem,) = err.value.problems
+    assert "profiles (baseline): 3 replica(s) x 4 devices" in problem and "scaling.enabled: false" in problem
+    data["scaling"] = {"enabled": False}
+    assert parse_config(data).profiles[0].replicas == 3

@@ -1,0 +1,170 @@
+"""The live metrics store, its scraper, KEDA and the alarms, read from the synthesized templates and checked against
+what the rendered pods carry, the pinned KEDA chart and the names the pinned CloudWatch add-on publishes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from charts import render_serving
+from serving_stacks import stack_named
+from stacks import container_insights
+
+KEDA = json.loads((Path(__file__).parents[1] / "charts" / "fixtures" / "keda_2_20_2.json").read_text())
+
+
+def _props(synth, type_: str, suffix: str = "Cluster") -> list[dict[str, Any]]:
+    return [r["Properties"] for r in synth.resources(suffix, type_).values()]
+
+
+def scrape_config(synth) -> dict[str, Any]:
+    (scraper,) = _props(synth, "AWS::APS::Scraper")
+    return yaml.safe_load(scraper["ScrapeConfiguration"]["ConfigurationBlob"]["Fn::Base64"])
+
+
+def meta_labels(pod: dict[str, Any], namespace: str, port_name: str) -> dict[str, str]:
+    """The discovery labels Prometheus's kubernetes_sd (role pod) gives this pod template's target on `port_name`."""
+    labels = {
+        "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", k): v
+        for k, v in pod["metadata"]["labels"].items()
+    }
+    labels["__meta_kubernetes_namespace"] = namespace
+    ports = [p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])]
+    labels["__meta_kubernetes_pod_container_port_name"] = port_name if port_name in ports else ""
+    return labels
+
+
+def kept(job: dict[str, Any], labels: dict[str, str]) -> bool:
+    for rule in job["relabel_configs"]:
+        if rule.get("action") == "keep":
+            value = ";".join(labels.get(s, "") for s in rule["source_labels"])
+            if not re.fullmatch(rule["regex"], value):
+                return False
+    return True
+
+
+def test_the_scraper_scrapes_every_rendered_vllm_pod_where_its_stack_serves_metrics(synth, plugin_synth):
+    for s in (synth, plugin_synth):
+        config = s.config
+        jobs = [j for j in scrape_config(s)["scrape_configs"] if j["job_name"].startswith("vllm")]
+        deployments = [o for o in render_serving(config, "bucket") if o["kind"] == "Deployment"]
+        assert len(deployments) == len(config.profiles)
+        for d in deployments:
+            stack = stack_named(config.profile(d["metadata"]["name"]).image.stack)
+            pod = d["spec"]["template"]
+            scraping = [
+                j for j in jobs if kept(j, meta_labels(pod, d["metadata"]["namespace"], stack.METRICS_PORT_NAME))
+            ]
+            assert [j["metrics_path"] for j in scraping] == [stack.METRICS_PATH], d["metadata"]["name"]
+
+
+def test_the_scraper_keeps_only_vllm_series_and_the_schedulers_pending_pods(synth):
+    jobs = {j["job_name"]: j for j in scrape_config(synth)["scrape_configs"]}
+    assert set(jobs) == {"vllm", "kube-scheduler"}
+    (name_filter,) = jobs["vllm"]["metric_relabel_configs"]
+    assert re.fullmatch(name_filter["regex"], "vllm:num_requests_waiting")
+    assert not re.fullmatch(name_filter["regex"], "python_gc_objects_collected_total")
+    (pending,) = jobs["kube-scheduler"]["metric_relabel_configs"]
+    assert pending["regex"] == "scheduler_pending_pods"
+
+
+def test_the_scraper_writes_to_the_workspace_from_the_clusters_private_subnets(synth):
+    (scraper,) = _props(synth, "AWS::APS::Scraper")
+    (workspace_id,) = synth.resources("Cluster", "AWS::APS::Workspace")
+    assert scraper["Destination"]["AmpConfiguration"]["WorkspaceArn"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+    eks_source = scraper["Source"]["EksConfiguration"]
+    assert len(eks_source["SubnetIds"]) == len(synth.config.network.availability_zones)
+    assert all("private" in json.dumps(s) for s in eks_source["SubnetIds"])
+
+
+def test_keda_is_the_pinned_chart_and_sets_only_values_that_chart_has(synth):
+    charts = {c["Chart"]: c for c in _props(synth, "Custom::AWSCDK-EKS-HelmChart")}
+    keda = charts["keda"]
+    pinned = KEDA["_provenance"]["chart"]["version"]
+    assert keda["Version"] == pinned and keda["Repository"] == "https://kedacore.github.io/charts"
+
+    def check(ours: dict[str, Any], theirs: dict[str, Any], path: str) -> None:
+        for key, value in ours.items():
+            assert key in theirs, f"{path}{key} is not a value of keda chart {pinned}"
+            if isinstance(value, dict) and theirs[key]:  # an empty default map takes any keys
+                check(value, theirs[key], f"{path}{key}.")
+
+    check(json.loads(keda["Values"]), KEDA["values"], "")
+
+
+def test_keda_may_only_query_the_metrics_workspace(synth):
+    template = synth.template("Cluster")
+    (workspace_id,) = synth.resources("Cluster", "AWS::APS::Workspace")
+    (assoc,) = [a for a in _props(synth, "AWS::EKS::PodIdentityAssociation") if a["Namespace"] == "keda"]
+    assert assoc["ServiceAccount"] == "keda-operator"
+    role_id = assoc["RoleArn"]["Fn::GetAtt"][0]
+    policies = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
+    ]
+    statements = [s for p in policies for s in p["PolicyDocument"]["Statement"]]
+    assert statements == [
+        {"Action": "aps:QueryMetrics", "Effect": "Allow", "Resource": {"Fn::GetAtt": [workspace_id, "Arn"]}}
+    ]
+    assert "ManagedPolicyArns" not in template["Resources"][role_id]["Properties"]
+
+
+def test_the_cloudwatch_addon_is_pinned_to_the_version_whose_names_the_alarms_read(synth):
+    addons = {a["AddonName"]: a for a in _props(synth, "AWS::EKS::Addon")}
+    assert addons[container_insights.ADDON_NAME]["AddonVersion"] == container_insights.ADDON_VERSION
+
+
+def container_insights_reads(template: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
+    """(metric name, sorted dimension names) of every Container Insights series an alarm or widget reads."""
+    reads = []
+    for res in template["Resources"].values():
+        props = res["Properties"]
+        if res["Type"] == "AWS::CloudWatch::Alarm" and props.get("Namespace") == container_insights.NAMESPACE:
+            reads.append((props["MetricName"], tuple(sorted(d["Name"] for d in props["Dimensions"]))))
+        if res["Type"] == "AWS::CloudWatch::Dashboard":
+            body = props["DashboardBody"]
+            text = body if isinstance(body, str) else "".join(p for p in body["Fn::Join"][1] if isinstance(p, str))
+            for widget in json.loads(text)["widgets"]:
+                for m in widget.get("properties", {}).get("metrics", []):
+                    if m[0] == container_insights.NAMESPACE:
+                        dims = [d for d in m[2:] if not isinstance(d, dict)][::2]
+                        reads.append((m[1], tuple(sorted(dims))))
+                    elif isinstance(m[0], dict) and "SEARCH(" in m[0].get("expression", ""):
+                        schema = re.search(r"\{([^}]*)\}", m[0]["expression"]).group(1).split(",")
+                        if schema[0] == container_insights.NAMESPACE:
+                            (name,) = re.findall(r'MetricName="([^"]+)"', m[0]["expression"])
+                            reads.append((name, tuple(sorted(schema[1:]))))
+    return reads
+
+
+def test_alarms_and_widgets_read_only_names_the_pinned_addon_publishes(synth, variant_synth):
+    for s in (synth, variant_synth):
+        reads = container_insights_reads(s.template("Observability"))
+        assert len(reads) >= 1 + 2 * len(s.config.profiles) + 1  # nodes, per service alarm and widget, pod CPU
+        for name, dims in reads:
+            published = container_insights.CLASSIC_METRICS.get(name, ())
+            assert tuple(sorted(dims)) in {tuple(sorted(d)) for d in published}, (name, dims)
+
+
+def test_alert_rules_watch_pending_pods_and_each_profile_at_its_maximum(synth):
+    (rules,) = _props(synth, "AWS::APS::RuleGroupsNamespace", "Observability")
+    alerts = {r["alert"]: r for g in yaml.safe_load(rules["Data"])["groups"] for r in g["rules"]}
+    assert set(alerts) == {"ReplicasPendingAboveTrn2Capacity"} | {
+        f"QueueAboveThresholdAtMaxReplicas-{p.name}" for p in synth.config.profiles
+    }
+    assert {a["for"] for a in alerts.values()} == {"10m"}
+    assert "Fn::ImportValue" in json.dumps(rules["Workspace"])  # the Cluster stack's workspace
+
+
+def test_alerts_reach_the_configured_topic_through_the_workspace_alert_manager(synth, variant_synth):
+    (plain,) = _props(synth, "AWS::APS::Workspace")
+    assert "AlertManagerDefinition" not in plain
+    (notifying,) = _props(variant_synth, "AWS::APS::Workspace")
+    manager = yaml.safe_load(yaml.safe_load(notifying["AlertManagerDefinition"])["alertmanager_config"])
+    (receiver,) = manager["receivers"]
+    assert receiver["sns_configs"][0]["topic_arn"] == variant_synth.config.observability.alarm_topic_arn
