@@ -52,5 +52,5 @@ def test_a_synth_with_nothing_stale_removes_nothing_and_says_nothing_about_it(tm
 
 
 def test_a_missing_manifest_is_a_sentence_asking_for_a_synth(tmp_path):
-    with pytest.raises(SystemExit, match="is not a cloud assembly manifest .*run the synth again"):
+    with pytest.raises(SystemExit, match=r"is not a cloud assembly manifest .*run the synth again"):
         main(["--out", str(tmp_path)])
