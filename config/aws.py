@@ -1,13 +1,8 @@
-"""AWS plumbing every command and every Job shares: boto3 clients whose every call ends within a known time,
-the account lookup, the one HeadBucket a command makes, and failures as sentences (config.exit_codes.CommandError).
+"""AWS plumbing every command and Job shares (config/ is shipped to every Job): bounded boto3 clients, the account
+lookup, a command's one HeadBucket, failures as sentences. boto3 is imported lazily: synth does not load it.
 
-Here, not in model_build/ or bench/, because config/ is shipped to every Job (charts/code_bundle.py) and every
-layer that calls AWS reads it. boto3 and botocore are imported inside the functions: importing this costs
-nothing at synth.
-
-A silent endpoint (accepts TCP, never answers) costs one read timeout per attempt; a refused or unreachable one
-one connect timeout at most. botocore's defaults (60 s each, up to 5 or 10 attempts) leave a command silent for
-minutes; here a call gives up after ATTEMPTS attempts, so within SILENT_BOUND_S, and says so on each one.
+botocore's defaults (60 s timeouts, 5 or 10 attempts) leave a command silent for minutes against a silent
+endpoint; here a call gives up after ATTEMPTS attempts, within SILENT_BOUND_S, and prints each one.
 """
 
 from __future__ import annotations

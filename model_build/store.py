@@ -1,13 +1,10 @@
 """One S3 bucket as the publisher sees it: small reads and writes, the multipart primitives, and the checks of
 what a prefix holds. The uploader (model_build/uploader.py) drives transfers through these public methods only.
 
-- Every object carries its SHA-256 as metadata (x-amz-meta-sha256), the identity the manifest lists.
-- S3 rejects bytes damaged in transit: a single PUT carries that SHA-256 as its S3 checksum (already
-  computed, so S3 checks the stored bytes against the manifest's hash for free); a multipart part carries
-  a CRC32, the AWS CLI's default, which botocore computes as it sends at a fraction of SHA-256's cost.
-- Abandoned multipart uploads are removed by the bucket's lifecycle rule (stacks/constructs/model_bucket.py),
-  never by us: another publisher may still be using them.
-- Every call goes through a bounded client (config/aws.py); an answer AWS did not give becomes a sentence.
+Every object carries its SHA-256 as metadata (x-amz-meta-sha256), the identity the manifest lists. S3 rejects
+bytes damaged in transit: a single PUT carries that SHA-256 as its S3 checksum; a multipart part a CRC32, which
+botocore computes as it sends. Abandoned multipart uploads are left to the bucket's lifecycle rule: another
+publisher may still be using them.
 """
 
 from __future__ import annotations
