@@ -7,8 +7,6 @@ Generates /tmp/publish-bench/tree (4 x 448 MiB "sharded weights", 256 x 1 MiB fi
 trial and per tool, starts a fresh moto server (ThreadedMotoServer in its own process on 127.0.0.1), then times:
   - model_build publish, first (empty bucket), then the unchanged tree again (its hash cache in the tree), then
     the unchanged tree with the hash cache deleted (what every re-publish cost before the cache);
-  - the same publish with the upload scheduler's priorities off (first in, first out), to tell whether the
-    priority heap earns its place;
   - aws s3 sync, first and unchanged (if an `aws` CLI is given; it is not a project dependency: install it in a
     throw-away venv, e.g. python3 -m venv /tmp/bench-venv && /tmp/bench-venv/bin/pip install awscli).
 The order of the tools rotates from trial to trial. model_build runs with a 120 s read timeout instead of 15 s
@@ -49,11 +47,6 @@ SMALL, SMALL_SIZE = 256, 1 * MIB
 # `python -m model_build` with a longer read timeout: moto answers CompleteMultipartUpload only once it has joined
 # the parts (S3 sends whitespace meanwhile), which on a loaded 2-core machine takes longer than the shipped 15 s.
 CLI = "import sys; from config import aws; aws.READ_S = 120.0; from model_build.cli import main; sys.exit(main(sys.argv[1:]))"
-# The same with every task at one priority: the heap then runs tasks in submission order (first in, first out).
-FIFO = CLI.replace(
-    "from model_build.cli",
-    "import model_build.uploader as u; u._PRIORITY = dict.fromkeys(u._PRIORITY, 0); from model_build.cli",
-)
 
 
 def generate(tree: Path) -> int:
@@ -143,8 +136,7 @@ def main() -> int:
         publish = ["publish", PROFILE, "--from", str(tree)]
         publish += ["--part-size-mib", str(args.part_size_mib), "--concurrency", str(args.concurrency)]
         cli = [sys.executable, "-c", CLI, "--bucket", BUCKET, *publish]
-        fifo = [sys.executable, "-c", FIFO, "--bucket", BUCKET, *publish]
-        tools = ["model_build publish", "model_build publish, FIFO scheduler"] + (["aws s3 sync"] if has_aws else [])
+        tools = ["model_build publish"] + (["aws s3 sync"] if has_aws else [])
         rows: dict[str, list[float]] = {}
         for trial in range(args.trials):
             for name in tools[trial % len(tools) :] + tools[: trial % len(tools)]:  # rotate who goes first
@@ -164,12 +156,9 @@ def main() -> int:
                         sync += ["--endpoint-url", endpoint]
                         measured = {f"{name}: first": timed(sync), f"{name}: unchanged": timed(sync)}
                     else:
-                        argv = cli if name == "model_build publish" else fifo
-                        measured = {f"{name}: first": timed(argv)}
-                        if name == "model_build publish":
-                            measured[f"{name}: unchanged (hash cache)"] = timed(cli)
-                            (tree / HASH_CACHE_NAME).unlink()
-                            measured[f"{name}: unchanged, no hash cache"] = timed(cli)
+                        measured = {f"{name}: first": timed(cli), f"{name}: unchanged (hash cache)": timed(cli)}
+                        (tree / HASH_CACHE_NAME).unlink()
+                        measured[f"{name}: unchanged, no hash cache"] = timed(cli)
                 finally:
                     moto.kill()
                     moto.wait()

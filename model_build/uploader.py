@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import heapq
-import itertools
 import json
 import math
 import os
@@ -36,10 +34,6 @@ from model_build.progress import Progress
 from model_build.store import PART_FIELD, READ_CHUNK, RemoteObject, S3Store, TransferSettings, TransferStats
 
 HASH_CACHE_NAME = ".trn-specdec-hashes.json"  # in the tree's root; never uploaded
-# Which ready task runs first. Big files (hashed, then their parts) go before new small files, which fill
-# the slots left over: each multipart completion then overlaps other uploads instead of all of them
-# piling up at the end, and the publish ends on short requests. See docs/measurements.md for what it is worth.
-_PRIORITY = {"start": 0, "complete": 0, "head": 0, "hash": 1, "part": 1, "object": 2, "put": 2}
 _MAX_RESTARTS = 2
 
 
@@ -317,8 +311,9 @@ class _UploadRun:
         self.etags: dict[str, str] = {}
         self.written: set[str] = set()  # paths whose object this run wrote
         self.hashing = 0
-        self.ready: list[tuple[int, int, _TaskInfo, Callable[..., Any], tuple[Any, ...]]] = []  # a heap
-        self.order = itertools.count()
+        # Tasks ready to run, first in first out. A priority heap (multipart steps before new small files) was
+        # measured against this order and gave no difference above run-to-run noise (docs/measurements.md).
+        self.ready: deque[tuple[_TaskInfo, Callable[..., Any], tuple[Any, ...]]] = deque()
 
     def _listed_size(self, rel: str) -> int | None:
         return self.listed.get(self.prefix + rel, (None, ""))[0]
@@ -352,12 +347,12 @@ class _UploadRun:
     # --- scheduling (main thread) ----------------------------------------------------------------
 
     def _submit(self, kind: str, path: str, f: LocalFile | None, mpu: _Multipart | None, fn: Any, *args: Any) -> None:
-        heapq.heappush(self.ready, (_PRIORITY[kind], next(self.order), (kind, path, f, mpu), fn, args))
+        self.ready.append(((kind, path, f, mpu), fn, args))
 
     def _pump(self, pool: ThreadPoolExecutor) -> None:
-        """Keep `concurrency` tasks running, the most urgent first (see _PRIORITY)."""
+        """Keep `concurrency` tasks running, in the order they became ready."""
         while self.ready and len(self.pending) < self.settings.concurrency:
-            _, _, info, fn, args = heapq.heappop(self.ready)
+            info, fn, args = self.ready.popleft()
             self.pending[pool.submit(fn, *args)] = info
 
     def _start(self, f: LocalFile, *, resume: bool = True) -> None:
