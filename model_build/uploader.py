@@ -158,10 +158,14 @@ class Uploader:
         self, prefix: str, paths: Sequence[str], *, guard: Callable[[], None] | None = None
     ) -> tuple[list[LocalFile], TransferStats]:
         """Hash and upload in one pass: a few files are hashed at a time while earlier ones are uploading."""
-        known, to_hash = [], []
+        known: list[LocalFile] = []
+        to_hash: list[str] = []
         for rel in paths:
             f = self.cache.lookup(rel, (self.root / rel).stat())
-            (known.append(f) if f is not None else to_hash.append(rel))
+            if f is None:
+                to_hash.append(rel)
+            else:
+                known.append(f)
         files, stats = self._transfer(prefix, known, to_hash, guard)
         by_path = {f.path: f for f in files}
         return [by_path[rel] for rel in paths], stats
