@@ -52,9 +52,11 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# Lists the templates the cloud assembly's manifest names, and removes per-stack files another config's synth
+# left in cdk.out/ (naming them), so they are never taken for this synth's.
 synth: setup
 	$(CDK) synth --quiet $(CDK_FLAGS) -c dist=dist
-	@echo "templates: $$(ls cdk.out/*.template.json | tr '\n' ' ')"; echo "kubernetes: $$(ls dist/*.yaml)"
+	@$(BIN)/python -m tools.synth_report --out cdk.out --dist dist
 
 test: setup $(VLLM_0_9_1_VENV)/.installed $(VLLM_0_29_0_VENV)/.installed
 	$(BIN)/ruff check .

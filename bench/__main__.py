@@ -233,12 +233,12 @@ def _run(args: argparse.Namespace) -> int:
     print(f"\nresults: {out}")
     failed = _variants_without_success(results)
     if args.upload:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from config.exit_codes import CommandError
 
         try:
             print(f"uploaded: {upload(out, args.upload, getattr(cfg, 'region', None))}")
-        except (BotoCoreError, ClientError) as err:
-            print(f"error: upload to {args.upload} failed ({err}); the results are in {out}", file=sys.stderr)
+        except CommandError as err:
+            print(f"error: {err}", file=sys.stderr)
             return EXIT_FAILED
     if args.cloudwatch and (code := _publish(results, cfg)):
         return code
@@ -261,15 +261,19 @@ def _variants_without_success(results: BenchResults) -> list[str]:
 
 
 def upload(path: Path, url: str, region: str | None) -> str:
-    """Copy a results file to s3://bucket/key, where the in-cluster Job keeps every run."""
+    """Copy a results file to s3://bucket/key, where the in-cluster Job keeps every run: one PutObject through a
+    bounded client (config/aws.py), so a silent endpoint fails within aws.SILENT_BOUND_S, each attempt shown."""
+    from config import aws
+
     bucket, _, key = url.removeprefix("s3://").partition("/")
     if not url.startswith("s3://") or not bucket or not key:
         raise ValueError(f"--upload {url!r} is not s3://BUCKET/KEY")
-    import boto3
-
-    boto3.client("s3", region_name=region).upload_file(
-        str(path), bucket, key, ExtraArgs={"ContentType": "application/json"}
-    )
+    try:
+        aws.client("s3", region).put_object(
+            Bucket=bucket, Key=key, Body=path.read_bytes(), ContentType="application/json"
+        )
+    except aws.errors() as err:
+        raise aws.failure(f"uploading {path} to {url}", err, f"upload {path} again (the results are there)") from None
     return url
 
 
@@ -279,12 +283,12 @@ def _publish(results: object, cfg: object | None) -> int:
     if cfg is None:
         print("error: publishing needs the deployment config for the metrics namespace; pass --config", file=sys.stderr)
         return EXIT_USAGE
-    from botocore.exceptions import BotoCoreError, ClientError
+    from config.exit_codes import CommandError
 
     namespace = cfg.observability.metrics_namespace  # type: ignore[attr-defined]
     try:
         report = publish(results, namespace=namespace, region=cfg.region)  # type: ignore[arg-type, attr-defined]
-    except (BotoCoreError, ClientError, ValueError) as err:
+    except (CommandError, ValueError) as err:
         print(f"error: CloudWatch publish to {namespace} failed: {err}", file=sys.stderr)
         return EXIT_FAILED
     print(f"CloudWatch {namespace}: {report.values} values in {report.datums} metric datums, {report.calls} call(s)")

@@ -167,7 +167,8 @@ def publish(
     client: Any = None,
     now: datetime | None = None,
 ) -> PublishReport:
-    """PutMetricData every series of the results. Refuses results CloudWatch would reject as too old."""
+    """PutMetricData every series of the results. Refuses results CloudWatch would reject as too old; a failed
+    call is a config.exit_codes.CommandError sentence."""
     now = now or datetime.now(UTC)
     too_old = sorted({r.test_case for r in results.runs if now - r.started_at > MAX_AGE})
     if too_old:
@@ -175,12 +176,20 @@ def publish(
             f"runs {', '.join(too_old)} are older than 14 days, which CloudWatch does not accept; "
             "publish fresh results, or keep these in S3 and use `bench report`"
         )
-    if client is None:
-        import boto3
+    from config import aws
 
-        client = boto3.client("cloudwatch", region_name=region)
+    if client is None:  # bounded: a silent endpoint fails each call within aws.SILENT_BOUND_S, each attempt shown
+        client = aws.client("cloudwatch", region)
     datums = build_datums(series_from_results(results))
     batches = batch_datums(datums, namespace)
-    for batch in batches:
-        client.put_metric_data(Namespace=namespace, MetricData=batch)
+    for number, batch in enumerate(batches, start=1):
+        try:
+            client.put_metric_data(Namespace=namespace, MetricData=batch)
+        except aws.errors() as err:
+            raise aws.failure(
+                f"PutMetricData call {number} of {len(batches)} to {namespace}",
+                err,
+                f"publish the results file again with `python -m bench publish` ({number - 1} earlier call(s) went "
+                "through: their values would be counted twice)",
+            ) from None
     return PublishReport(calls=len(batches), datums=len(datums), values=sum(len(d["Values"]) for d in datums))

@@ -1,18 +1,19 @@
-"""Publish benchmark: model_build's uploader vs `aws s3 sync` on a 2 GiB model-like tree, against moto on loopback.
+"""Publish benchmark: `python -m model_build publish` vs `aws s3 sync`, each timed as a whole process, on a 2 GiB
+model-like tree against moto on loopback.
 
-    .venv/bin/python benchmarks/publish_bench.py [--aws /tmp/awscli-venv/bin/aws] [--keep]
+    .venv/bin/python benchmarks/publish_bench.py [--aws /tmp/bench-venv/bin/aws] [--trials 7] [--keep]
 
-Generates /tmp/publish-bench/tree (4 x 448 MiB "sharded weights", 256 x 1 MiB files, a few KB of JSON),
-starts moto's ThreadedMotoServer in its own process on 127.0.0.1, then times:
-  1. model_build publish (SHA-256 of every file + parallel upload + confirming listing + manifest),
-  2. aws s3 sync of the same tree into another prefix,
-  3. model_build publish again on the unchanged tree (bytes sent must be 0),
-  4. aws s3 sync again on the unchanged tree.
-Moto keeps small objects in memory and spools large ones to a temporary directory; the tree is
-deleted afterwards. Numbers measure the client against moto (single Python process, loopback), not S3:
-on 2 cores moto's own CPU (MD5 of every byte, copies at CompleteMultipartUpload) is most of the wall time,
-and botocore signs every payload with SHA-256 because the endpoint is plain HTTP (over HTTPS it does not).
-Run-to-run noise is about +-0.5 s, so use --trials 5 or more and compare medians.
+Generates /tmp/publish-bench/tree (4 x 448 MiB "sharded weights", 256 x 1 MiB files, a few KB of JSON) and, per
+trial and per tool, starts a fresh moto server (ThreadedMotoServer in its own process on 127.0.0.1), then times:
+  - model_build publish, first (empty bucket), then the unchanged tree again (its hash cache in the tree), then
+    the unchanged tree with the hash cache deleted (what every re-publish cost before the cache);
+  - aws s3 sync, first and unchanged (if an `aws` CLI is given; it is not a project dependency: install it in a
+    throw-away venv, e.g. python3 -m venv /tmp/bench-venv && /tmp/bench-venv/bin/pip install awscli).
+The order of the tools rotates from trial to trial. model_build runs with a 120 s read timeout instead of 15 s
+(see CLI below: moto is silent while it joins a multipart object). Each time is the wall time of the whole process (interpreter
+start, imports, credentials, the transfer), so the tools are compared alike. Numbers measure the clients against
+moto (one Python process, loopback), not S3: on 2 cores moto's own CPU is most of the wall time. Compare medians,
+and read the spread: the min-max range of each row shows the run-to-run noise.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import random
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -34,20 +36,17 @@ from config import load_config  # noqa: E402
 from model_build.compile import write_build_record  # noqa: E402
 from model_build.manifest import BuildRecord  # noqa: E402
 from model_build.plan import build_plan  # noqa: E402
-from model_build.publish import publish_artifact  # noqa: E402
-from model_build.transfer import (  # noqa: E402
-    DEFAULT_CONCURRENCY,
-    DEFAULT_PART_SIZE,
-    MIB,
-    S3Store,
-    TransferSettings,
-    make_s3_client,
-)
+from model_build.store import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB  # noqa: E402
+from model_build.uploader import HASH_CACHE_NAME  # noqa: E402
 
 WORK = Path("/tmp/publish-bench")
 BUCKET = "publish-bench"
+PROFILE = "baseline"
 LARGE, LARGE_SIZE = 4, 448 * MIB
 SMALL, SMALL_SIZE = 256, 1 * MIB
+# `python -m model_build` with a longer read timeout: moto answers CompleteMultipartUpload only once it has joined
+# the parts (S3 sends whitespace meanwhile), which on a loaded 2-core machine takes longer than the shipped 15 s.
+CLI = "import sys; from config import aws; aws.READ_S = 120.0; from model_build.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def generate(tree: Path) -> int:
@@ -65,6 +64,17 @@ def generate(tree: Path) -> int:
         path.write_bytes(rng.randbytes(SMALL_SIZE))
     for name in ("config.json", "neuron_config.json", "tokenizer_config.json", "generation_config.json"):
         (tree / name).write_text('{"note": "' + "x" * rng.randrange(1000, 4000) + '"}')
+    config = load_config()
+    plan = build_plan(config, config.profile(PROFILE), bucket=BUCKET)
+    record = BuildRecord(
+        profile=plan.profile,
+        digest=plan.digest,
+        inputs=plan.inputs,
+        builder={"bench": "synthetic"},
+        created_at="2026-01-01T00:00:00+00:00",
+        neuron_config={"target": plan.target_kwargs, "draft": None},
+    )
+    write_build_record(tree, record)
     return sum(p.stat().st_size for p in tree.rglob("*") if p.is_file())
 
 
@@ -90,29 +100,22 @@ def start_moto(port: int) -> subprocess.Popen[bytes]:
     raise RuntimeError("moto server did not start")
 
 
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def aws_sync(aws: str, tree: Path, url: str, endpoint: str, extra: list[str]) -> float:
+def timed(argv: list[str]) -> float:
+    """Wall time of one whole process; its output is discarded, a failure stops the benchmark."""
     t0 = time.perf_counter()
-    subprocess.run(
-        [aws, "s3", "sync", str(tree), url, "--only-show-errors", *extra, "--endpoint-url", endpoint], check=True
-    )
-    return time.perf_counter() - t0
+    done = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed (exit {done.returncode}):\n{done.stderr}")
+    return seconds
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--aws", default="/tmp/awscli-venv/bin/aws", help="aws CLI (installed outside the project venv)"
-    )
+    parser.add_argument("--aws", default="/tmp/bench-venv/bin/aws", help="aws CLI (installed outside the project)")
     parser.add_argument("--part-size-mib", type=int, default=DEFAULT_PART_SIZE // MIB)
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY)
-    parser.add_argument("--trials", type=int, default=3, help="runs of each tool, each on a fresh moto server")
+    parser.add_argument("--trials", type=int, default=5, help="runs of each tool, each on a fresh moto server")
     parser.add_argument("--keep", action="store_true", help="keep the generated tree")
     args = parser.parse_args()
 
@@ -122,6 +125,7 @@ def main() -> int:
         AWS_DEFAULT_REGION="us-east-2",
         AWS_EC2_METADATA_DISABLED="true",
     )
+    has_aws = Path(args.aws).is_file() or shutil.which(args.aws) is not None
     tree = WORK / "tree"
     shutil.rmtree(WORK, ignore_errors=True)
     try:
@@ -129,83 +133,54 @@ def main() -> int:
         total = generate(tree)
         files = sum(1 for p in tree.rglob("*") if p.is_file())
         print(f"generated {files} files, {total / MIB:.0f} MiB in {time.perf_counter() - t:.1f} s", flush=True)
-
-        config = load_config()
-        plan = build_plan(config, config.profile("baseline"), bucket=BUCKET)
-        write_build_record(
-            tree,
-            BuildRecord(
-                profile=plan.profile,
-                digest=plan.digest,
-                inputs=plan.inputs,
-                builder={"bench": "synthetic"},
-                created_at="2026-01-01T00:00:00+00:00",
-                neuron_config={"target": plan.target_kwargs, "draft": None},
-            ),
-        )
-        total = sum(p.stat().st_size for p in tree.rglob("*") if p.is_file())
-        files += 1
-        settings = TransferSettings(
-            part_size=args.part_size_mib * MIB, concurrency=args.concurrency, progress_interval=30
-        )
-        tools = {
-            "model_build publish": None,
-            "aws s3 sync": [],
-            "aws s3 sync --checksum-algorithm SHA256": ["--checksum-algorithm", "SHA256"],
-        }
-        times: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
-        sent: list[tuple[int, int]] = []
-        moto_rss: list[float] = []
+        publish = ["publish", PROFILE, "--from", str(tree)]
+        publish += ["--part-size-mib", str(args.part_size_mib), "--concurrency", str(args.concurrency)]
+        cli = [sys.executable, "-c", CLI, "--bucket", BUCKET, *publish]
+        tools = ["model_build publish"] + (["aws s3 sync"] if has_aws else [])
+        rows: dict[str, list[float]] = {}
         for trial in range(args.trials):
-            order = list(tools)[trial % len(tools) :] + list(tools)[: trial % len(tools)]  # rotate who goes first
-            for name in order:
+            for name in tools[trial % len(tools) :] + tools[: trial % len(tools)]:  # rotate who goes first
                 port = free_port()
                 endpoint = f"http://127.0.0.1:{port}"
                 os.environ["AWS_ENDPOINT_URL"] = endpoint
                 moto = start_moto(port)
+                (tree / HASH_CACHE_NAME).unlink(missing_ok=True)
                 try:
-                    client = make_s3_client("us-east-2", settings)
-                    client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
-                    if tools[name] is None:
-                        runs = []
-                        for _ in range(2):  # first publish, then the unchanged tree again
-                            store = S3Store(make_s3_client("us-east-2", settings), BUCKET, settings)
-                            t0 = time.perf_counter()
-                            result = publish_artifact(store, plan, tree)
-                            runs.append((time.perf_counter() - t0, result.stats.bytes_sent))
-                        times[name].append((runs[0][0], runs[1][0]))
-                        sent.append((runs[0][1], runs[1][1]))
+                    import boto3
+
+                    boto3.client("s3", region_name="us-east-2").create_bucket(
+                        Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-east-2"}
+                    )
+                    if name == "aws s3 sync":
+                        sync = [args.aws, "s3", "sync", str(tree), f"s3://{BUCKET}/aws-sync/", "--only-show-errors"]
+                        sync += ["--endpoint-url", endpoint]
+                        measured = {f"{name}: first": timed(sync), f"{name}: unchanged": timed(sync)}
                     else:
-                        url = f"s3://{BUCKET}/aws-sync/"
-                        first = aws_sync(args.aws, tree, url, endpoint, tools[name])
-                        again = aws_sync(args.aws, tree, url, endpoint, tools[name])
-                        times[name].append((first, again))
-                    moto_rss.append(rss_mib(moto.pid))
+                        measured = {f"{name}: first": timed(cli), f"{name}: unchanged (hash cache)": timed(cli)}
+                        (tree / HASH_CACHE_NAME).unlink()
+                        measured[f"{name}: unchanged, no hash cache"] = timed(cli)
                 finally:
                     moto.kill()
                     moto.wait()
-                print(
-                    f"trial {trial + 1}: {name}: first {times[name][-1][0]:.1f} s, unchanged {times[name][-1][1]:.1f} s",
-                    flush=True,
-                )
+                for row, seconds in measured.items():
+                    rows.setdefault(row, []).append(seconds)
+                print(f"trial {trial + 1}: " + ", ".join(f"{r} {s:.2f} s" for r, s in measured.items()), flush=True)
 
-        version = subprocess.run([args.aws, "--version"], capture_output=True, text=True).stdout.strip()
+        version = (
+            subprocess.run([args.aws, "--version"], capture_output=True, text=True).stdout.strip()
+            if has_aws
+            else f"no aws CLI at {args.aws}: aws s3 sync not timed"
+        )
         print(
             f"\ntree: {files} files, {total / MIB:.0f} MiB (4 x {LARGE_SIZE // MIB} MiB, {SMALL} x 1 MiB, JSON); "
-            f"model_build part size {args.part_size_mib} MiB, concurrency {args.concurrency}; {version}; "
-            f"{args.trials} trials on a fresh moto server each; peak moto RSS {max(moto_rss):.0f} MiB\n"
+            f"part size {args.part_size_mib} MiB, concurrency {args.concurrency}; {version}; {args.trials} trials, "
+            f"a fresh moto server per tool and trial; whole processes, wall time; load average "
+            f"{os.getloadavg()[0]:.1f}\n"
         )
-        print(f"| {'tool':<40} | {'first: median (min)':>20} | {'unchanged: median':>17} | {'data bytes sent':>21} |")
-        print(f"|{'-' * 42}|{'-' * 22}|{'-' * 19}|{'-' * 23}|")
-        for name, rows in times.items():
-            first = sorted(r[0] for r in rows)
-            again = sorted(r[1] for r in rows)
-            med = lambda xs: xs[len(xs) // 2]  # noqa: E731
-            shown = "n/a"
-            if tools[name] is None:
-                shown = f"{sent[0][0]:,} / {max(s[1] for s in sent):,}"
-            print(f"| {name:<40} | {med(first):>10.1f} s ({first[0]:.1f} s) | {med(again):>15.1f} s | {shown:>21} |")
-        print("\n(data bytes sent: first publish / unchanged re-publish, counted by the uploader)")
+        print(f"| {'what':<58} | {'median':>8} | {'min - max':>15} |")
+        print(f"|{'-' * 60}|{'-' * 10}|{'-' * 17}|")
+        for row, times in rows.items():
+            print(f"| {row:<58} | {statistics.median(times):>6.2f} s | {min(times):>5.2f} - {max(times):>5.2f} s |")
         return 0
     finally:
         if not args.keep:

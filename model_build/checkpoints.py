@@ -19,7 +19,7 @@ from config.schema import DeploymentConfig, HfModel
 from model_build.errors import BuildError
 from model_build.manifest import Manifest, ManifestFile
 from model_build.publish import PublishResult, publish_tree, read_manifest
-from model_build.transfer import S3Store, TransferStats
+from model_build.store import S3Store, TransferStats
 
 # Weights in formats NxDI does not load: skip them (Qwen3 repos ship safetensors).
 IGNORE_PATTERNS = ["*.bin", "*.pth", "*.pt", "*.gguf", "*.msgpack", "*.h5", "original/*"]

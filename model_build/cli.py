@@ -15,25 +15,25 @@ from functools import cached_property
 from pathlib import Path
 from typing import TextIO
 
-from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, load_config
+from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, aws, load_config
 from config.bucket_layout import MOUNT_PATH
 from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from model_build.artifact import artifact_plan
-from model_build.aws_account import caller_account
 from model_build.compile_cache import CachePlan
 from model_build.errors import BuildError, build_command
 from model_build.plan import BuildPlan
 from model_build.progress import DEFAULT_LOG_INTERVAL_S
-from model_build.transfer import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB, S3Store, TransferSettings, make_s3_client
+from model_build.store import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB, S3Store, TransferSettings, make_s3_client
 
 DESCRIPTION = """\
-Build the compiled NxDI artifact of a serving profile and publish it, content-addressed, to the models
-bucket: s3://<bucket>/artifacts/<digest>/ with manifest.json written last. Serving mounts that prefix
-read-only and refuses to start unless its manifest matches the profile.
+Build the compiled artifact of a serving profile and publish it, content-addressed, to the models bucket:
+s3://<bucket>/artifacts/<digest>/ with manifest.json written last. On the legacy-v0 stack the artifact is an
+NxDI compile; on the vllm-neuron stack it is the plugin's compile cache, filled by running the serving
+command line. Serving refuses to start unless the artifact's manifest matches the profile.
 
 The usual path is `make build PROFILE=<name>`: it stages the profile's checkpoints with an in-cluster Job
 if they are missing (`make stage`), then runs compile and publish in a Kubernetes Job on a Trainium2 node.
-Run `plan` anywhere to see what a profile compiles."""
+Run `plan` anywhere to see what a profile builds."""
 
 EPILOG = """\
 exit codes: 0 ok, 1 mismatch (artifact or inputs differ from the profile), 2 usage or environment error.
@@ -43,14 +43,6 @@ examples:
   python -m model_build compile speculative --out /scratch/speculative      # inside the Neuron image
   python -m model_build publish speculative --from /scratch/speculative
   python -m model_build verify speculative --deep"""
-
-
-# Before a transfer starts, one quick question to S3 (HeadBucket): a silent or unreachable endpoint then fails
-# within PROBE_ATTEMPTS x (connect + read timeout) = 45 s with each attempt shown, before any hashing starts;
-# once started, every transfer call is bounded too (model_build/aws_clients.py).
-PROBE_ATTEMPTS = 3
-PROBE_CONNECT_S = 5.0
-PROBE_READ_S = 10.0
 
 
 def _positive_float(text: str) -> float:
@@ -71,31 +63,6 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
     return value
-
-
-def probe_endpoint(region: str, bucket: str, stream: TextIO) -> None:
-    """Fail fast, with a sentence, when the S3 endpoint does not answer at all."""
-    import boto3
-    from botocore.config import Config
-    from botocore.exceptions import ClientError, ConnectionError, ConnectTimeoutError, ReadTimeoutError
-
-    client = boto3.client(
-        "s3",
-        region_name=region,
-        config=Config(connect_timeout=PROBE_CONNECT_S, read_timeout=PROBE_READ_S, retries={"total_max_attempts": 1}),
-    )
-    for attempt in range(1, PROBE_ATTEMPTS + 1):
-        try:
-            client.head_bucket(Bucket=bucket)
-            return
-        except ClientError:
-            return  # it answered; the transfer reports what the answer means
-        except (ConnectionError, ConnectTimeoutError, ReadTimeoutError) as err:
-            print(f"S3 endpoint did not answer (attempt {attempt}/{PROBE_ATTEMPTS}): {err}", file=stream)
-    raise BuildError(
-        f"the S3 endpoint for bucket {bucket} did not answer {PROBE_ATTEMPTS} times in a row; check the network "
-        "path (NAT gateway, VPC endpoint, proxy) and AWS_ENDPOINT_URL if set"
-    )
 
 
 class Context:
@@ -123,15 +90,17 @@ class Context:
         return self.config.models_bucket_name(self._account())
 
     def _account(self) -> str:
-        return caller_account(
+        return aws.caller_account(
             self.config.region,
             f"configure AWS credentials or pass --bucket {self.config.models_bucket_name('<account>')}",
         )
 
     @cached_property
     def store(self) -> S3Store:
-        probe_endpoint(self.config.region, self.bucket, self.stream)
+        """The command's one HeadBucket happens here, before any hashing: a missing bucket, denied access or a
+        silent endpoint fails first (within config.aws.SILENT_BOUND_S, each attempt shown)."""
         client = make_s3_client(self.config.region, self.settings, self.stream)
+        aws.check_bucket(client, self.bucket)
         return S3Store(client, self.bucket, self.settings, stream=self.stream)
 
     def plan(self, *, out_dir: str | None = None, bucket: str | None = None) -> BuildPlan | CachePlan:
@@ -261,9 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser(
         "plan",
-        help="show what a profile compiles and where it goes (offline)",
-        description="Print the target and draft NxDI NeuronConfig keyword arguments, the equivalent inference_demo "
-        "command, the artifact digest and the S3 destinations. Needs no AWS access and no Neuron host.",
+        help="show what a profile builds and where it goes (offline)",
+        description="Print what the profile's stack builds (legacy-v0: the target and draft NxDI NeuronConfig "
+        "keyword arguments and the equivalent inference_demo command; vllm-neuron: the compile cache and the "
+        "vLLM arguments that shape its graphs), the artifact digest and the S3 destinations. Needs no AWS access and no "
+        "Neuron host.",
     )
     p.add_argument("profile", help="profile name from the config")
     p.add_argument("--out", help="compile output directory to show in the commands (default: /tmp/trn-specdec/...)")
@@ -293,10 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser(
         "compile",
-        help="compile a profile with NxDI into a local directory (Neuron image only)",
-        description="Build NeuronConfig (and, for fused speculation, the draft config and FusedSpecNeuronConfig) "
-        "exactly as `plan` shows, compile into --out and write build-inputs.json there last. Runs only where "
-        f"NxDI is installed (the profile's Neuron image on a Trainium2 node); elsewhere use `{build_command('<name>')}`.",
+        help="compile a profile into a local directory (its Neuron image only)",
+        description="legacy-v0: build NeuronConfig (and, for fused speculation, the draft config and "
+        "FusedSpecNeuronConfig) exactly as `plan` shows and compile with NxDI into --out. vllm-neuron: run the "
+        "serving command line (--vllm-argv-json) until it serves, which fills the plugin's compile cache in --out. "
+        "Either way build-inputs.json is written there last. Runs only in the profile's Neuron image on a "
+        f"Trainium2 node; elsewhere use `{build_command('<name>')}`.",
     )
     p.add_argument("profile", help="profile name from the config")
     p.add_argument("--out", required=True, help="local output directory (tens of GB for Qwen3-32B)")
@@ -363,13 +336,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
         print("interrupted; re-run the same command to resume", file=err)
         return EXIT_INTERRUPTED
     except Exception as e:
-        if _is_aws_error(e):
+        if isinstance(e, aws.errors()):
             print(f"error: AWS request failed: {e}", file=err)
             return EXIT_USAGE
         raise
-
-
-def _is_aws_error(e: Exception) -> bool:
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    return isinstance(e, BotoCoreError | ClientError)

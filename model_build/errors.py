@@ -1,16 +1,11 @@
-"""One exception type for every failure the person at the keyboard must act on, with its exit code."""
+"""model_build's name for the one error base of every command (config.exit_codes.CommandError), and the command
+that builds a profile."""
 
 from __future__ import annotations
 
-from config.exit_codes import EXIT_USAGE
+from config.exit_codes import CommandError
 
-
-class BuildError(Exception):
-    """A sentence saying what is wrong, where, and what to do; `code` becomes the exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.code = code
+BuildError = CommandError  # one class: a sentence saying what is wrong, where, and what to do; `code` is the exit code
 
 
 def build_command(profile: str) -> str:

@@ -25,7 +25,8 @@ from config.exit_codes import EXIT_FAILED
 from model_build.artifact_plan import ArtifactPlan
 from model_build.errors import BuildError, build_command
 from model_build.manifest import BuildRecord, Manifest, ManifestFile, mismatches
-from model_build.transfer import LocalFile, S3Store, TransferStats, hash_files, list_tree
+from model_build.store import S3Store, TransferStats
+from model_build.uploader import LocalFile, Uploader, list_tree
 
 
 @dataclass
@@ -97,13 +98,13 @@ def publish_tree(
     *,
     what: str,
 ) -> PublishResult:
-    store.ensure_bucket()
     url = store.url(prefix)
     key = manifest_key(prefix)
     paths = list_tree(root, exclude=_excluded)
     if not paths:
         raise BuildError(f"{root} holds no files to publish")
     before = store.totals.as_dict()
+    uploader = Uploader(store, root)
 
     def this_run() -> TransferStats:  # everything the store did since this publish began, even across an abort
         return TransferStats(**{k: v - before[k] for k, v in store.totals.as_dict().items()})
@@ -116,7 +117,7 @@ def publish_tree(
         try:
             # The upload ends by confirming every object against a fresh listing (skipped ones by the ETag of
             # the HeadObject that matched them, written ones by the ETag S3 returned), so the manifest may follow.
-            files, _ = store.upload_tree(prefix, root, paths, guard=manifest_guard(store, key))
+            files, _ = uploader.upload_tree(prefix, paths, guard=manifest_guard(store, key))
         except BuildError:
             existing = read_manifest(store, key)
             if existing is None:
@@ -132,7 +133,7 @@ def publish_tree(
 
     # The prefix is committed. Never change what it serves; only restore objects it lists, byte for byte.
     if files is None:
-        files = hash_files(root, paths, store.settings, stream=store.stream)
+        files = uploader.hash_files(paths)  # unchanged files come from the hash cache, unread
     manifest = make_manifest(_entries(files))
     if not existing.same_content(manifest):
         diffs = "; ".join(manifest.differences(existing))
@@ -142,11 +143,11 @@ def publish_tree(
             f"delete it first (aws s3 rm --recursive {url}) and re-run",
             EXIT_FAILED,
         )
-    repaired = store.upload(prefix, files)  # HeadObject on every listed object: sends data only for missing ones
+    repaired = uploader.upload(prefix, files)  # one listing; sends data only for missing objects
     if repaired.objects_uploaded:
         _confirm(store, prefix, existing, url)
     # Same size and sha256 metadata say nothing about the bytes: compare ETags with the local tree (no download).
-    damaged = store.check_etags(prefix, files)
+    damaged = uploader.check_etags(prefix, files)
     if damaged:
         raise BuildError(
             f"{url} is published (manifest of {existing.created_at}) but its objects are not the bytes it lists: "

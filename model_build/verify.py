@@ -10,7 +10,7 @@ from model_build.errors import BuildError, build_command
 from model_build.manifest import Manifest, mismatches
 from model_build.plan import BuildPlan
 from model_build.publish import read_manifest
-from model_build.transfer import S3Store
+from model_build.store import S3Store
 
 
 @dataclass
@@ -42,8 +42,6 @@ def verify_artifact(
 ) -> VerifyReport:
     """Problems as sentences naming the field or file; fixes as commands. `store` may be None with a file."""
     prefix = artifact_prefix(plan.digest)
-    if store is not None:
-        store.ensure_bucket()
     rebuild = f"{build_command(plan.profile)}   (or: {plan.commands()['compile']} && {plan.commands()['publish']})"
     if manifest_file is not None:
         try:

@@ -1,3 +1,5 @@
 """What runs at deploy time, on the deployer's machine: the drivers behind `make stage`, `make build`,
-`make bench` and the teardown sweep. They call kubectl, STS and S3; the layers below (config, charts,
-stacks, model_build) render or build and never reach the cluster or AWS themselves."""
+`make bench` and the teardown sweep. They call kubectl, STS, S3, EC2, ELB, CloudFormation and CloudWatch Logs.
+Rendering (charts, stacks) runs nothing and calls no AWS API; model_build and bench do call S3, STS and
+CloudWatch, through config/aws.py, but inside the Jobs these drivers start or from the command line, and never
+reach the cluster with kubectl."""

@@ -44,7 +44,7 @@ def check_artifact(config: DeploymentConfig, profile: ServingProfile, bucket: st
     never a "missing": the caller must not take serving down on an answer it did not get."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from model_build.transfer import S3Store, TransferSettings, make_s3_client
+    from model_build.store import S3Store, TransferSettings, make_s3_client
 
     plan = artifact_plan(config, profile, bucket=bucket)
     store = S3Store(make_s3_client(config.region, TransferSettings()), bucket)

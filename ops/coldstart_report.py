@@ -99,11 +99,11 @@ def timeline_png(starts: list[ColdStart], path: Path) -> None:
 def publish(starts: list[ColdStart], *, namespace: str, region: str, now: datetime) -> int:
     """PutMetricData of every Ready pod's phases; returns the number of values sent."""
     from bench.cloudwatch import batch_datums
-    from model_build import aws_clients
+    from config import aws
 
     datums = metric_datums(starts, now=now, max_age_s=MAX_AGE_S)
     if datums:
-        client = aws_clients.client("cloudwatch", region, stream=sys.stderr)
+        client = aws.client("cloudwatch", region, stream=sys.stderr)
         for batch in batch_datums(datums, namespace):
             client.put_metric_data(Namespace=namespace, MetricData=batch)
     return len(datums)

@@ -1,4 +1,4 @@
-"""What `make stage`, `make build` and `make bench` do on the deployer's machine: find the AWS account, apply
+"""What `make stage`, `make build` and `make bench` share on the deployer's machine: find the AWS account, apply
 a Job with kubectl and follow it to its end. Failures become sentences that say what to fix, not tracebacks."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Callable
 import yaml
 
 from config import ConfigError, DeploymentConfig
+from config.aws import caller_account
 from config.exit_codes import EXIT_OK, EXIT_USAGE
-from model_build.aws_account import caller_account
 from model_build.errors import BuildError
 
 KUBECONFIG_HINT = "point kubectl at the cluster first: aws eks update-kubeconfig --name {cluster} --region {region}"
@@ -111,7 +111,8 @@ def follow_job(
 
 
 def run_or_print(apply_it: bool, run: Callable[[], int], render: Callable[[], list[dict]]) -> int:
-    """The tail of every `python -m charts.<job>`: run on the cluster, or print the YAML; errors as sentences."""
+    """The tail of every `python -m ops.<driver>`: run on the cluster (--apply), or print the Job's YAML (--account);
+    errors as sentences."""
     try:
         if apply_it:
             return run()

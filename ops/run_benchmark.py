@@ -33,9 +33,7 @@ def new_run_id(lossless: bool = False) -> str:
 
 
 def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0, lossless: bool = False) -> int:
-    from botocore.exceptions import BotoCoreError, ClientError  # lazily: rendering needs no AWS
-
-    from model_build import aws_clients
+    from config import aws
 
     config = load_config(config_path)
     refusal = too_late(config, datetime.now(UTC), "the benchmark")
@@ -53,10 +51,10 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
     local.parent.mkdir(exist_ok=True)
     bucket, key = config.models_bucket_name(account), results_key(run_id)
     try:
-        aws_clients.client("s3", config.region).download_file(bucket, key, str(local))
-    except (BotoCoreError, ClientError) as err:
-        raise BuildError(
-            f"job/{job} finished but s3://{bucket}/{key} could not be read ({err}); see kubectl -n {ns} logs job/{job}"
+        aws.client("s3", config.region).download_file(bucket, key, str(local))
+    except aws.errors() as err:
+        raise aws.failure(
+            f"job/{job} finished but reading s3://{bucket}/{key}", err, f"see kubectl -n {ns} logs job/{job}"
         ) from None
     report = [sys.executable, "-m", "bench", "report", str(local), "--out", str(local.with_suffix(""))]
     if subprocess.run(report).returncode != 0:

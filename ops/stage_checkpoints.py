@@ -21,7 +21,7 @@ from ops.kubectl import account_id, aws_account, follow_job, run_or_print, start
 
 def unstaged(config: DeploymentConfig, keys: list[str], bucket: str) -> list[str]:
     """The models among `keys` whose checkpoint has no manifest in the bucket yet."""
-    from model_build.transfer import S3Store, TransferSettings, make_s3_client
+    from model_build.store import S3Store, TransferSettings, make_s3_client
 
     store = S3Store(make_s3_client(config.region, TransferSettings()), bucket)
     store.ensure_bucket()

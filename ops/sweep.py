@@ -24,20 +24,16 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from config import ConfigError, DeploymentConfig, load_config
+from config import ConfigError, DeploymentConfig, aws, load_config
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from config.tags import DEPLOYMENT_TAG_KEY
-from model_build import aws_clients
 
 CLOUDFORMATION_TAG = "aws:cloudformation:stack-id"
-# Each call fails within aws_clients.SILENT_BOUND_S on a silent or unreachable endpoint, each attempt shown.
-BOTO_CONFIG = aws_clients.bounded_config()
 
 
 def _client(session: boto3.session.Session, service: str) -> Any:
-    made = session.client(service, config=BOTO_CONFIG)
-    aws_clients.announce_retries(made)
-    return made
+    """Each call fails within aws.SILENT_BOUND_S on a silent or unreachable endpoint, each attempt shown."""
+    return aws.session_client(session, service)
 
 
 @dataclass

@@ -247,7 +247,7 @@ class ClusterStack(Stack):
             cluster=self.cluster,
             namespace=CLOUDWATCH_SERVICE_ACCOUNT[0],
             service_account=CLOUDWATCH_SERVICE_ACCOUNT[1],
-            description="CloudWatch agent: Container Insights and neuron-monitor metrics and logs",
+            description="CloudWatch agent: Container Insights metrics and logs",
         )
         cw.role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy"))
         addons["amazon-cloudwatch-observability"].node.add_dependency(cw.association)

@@ -238,3 +238,26 @@ def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
     return moto_endpoint
+
+
+@pytest.fixture
+def fast_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """config.aws's shipped attempts with the timeouts cut, so a test waits a second, not SILENT_BOUND_S; fake
+    credentials, no instance metadata."""
+    from config import aws
+
+    monkeypatch.setattr(aws, "READ_S", 0.3)
+    monkeypatch.setattr(aws, "CONNECT_S", 0.3)
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture
+def silent_aws(fast_aws: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """AWS_ENDPOINT_URL on a loopback server that accepts connections and never answers (tests/silent_endpoint.py)."""
+    from tests.silent_endpoint import silent_server
+
+    with silent_server() as port:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        yield port

@@ -3,6 +3,7 @@ refuses (a port nobody listens on)."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -43,3 +44,11 @@ def refused_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+SHOWN = [("1", "retrying"), ("2", "retrying"), ("3", "giving up")]  # what config.aws prints for 3 silent attempts
+
+
+def attempts_shown(text: str) -> list[tuple[str, str]]:
+    """The attempt lines config.aws.announce_retries printed: (attempt, what came next)."""
+    return re.findall(r"attempt (\d)/3: \w+\); (retrying|giving up)", text)

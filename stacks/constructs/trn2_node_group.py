@@ -20,7 +20,7 @@ class Trn2NodeGroup(Construct):
     gets an EFA interface and the nodes share a cluster placement group: the DRA driver publishes the
     connected device-group attributes the service claims match on only on EFA-enabled instances.
     A Capacity Block is already placed in a cluster placement group by EC2, so with CAPACITY_BLOCK the
-    template attaches none of its own (FIELD_NOTES: AWS ParallelCluster rejects the combination).
+    template attaches none of its own (AWS ParallelCluster rejects the combination too).
     """
 
     def __init__(

@@ -161,3 +161,12 @@ def test_the_dashboard_reads_only_metrics_a_real_run_publishes(synth, bench_resu
     read = {m[1] for m in _metrics(_body(synth)) if m[0] == namespace}
     written = {s.name for s in series_from_results(bench_results)}
     assert read and read <= written
+
+
+def test_publish_to_a_silent_endpoint_fails_with_each_attempt_shown(silent_aws, bench_results, capsys):
+    from config.exit_codes import CommandError
+    from tests.silent_endpoint import SHOWN, attempts_shown
+
+    with pytest.raises(CommandError, match=r"PutMetricData call 1 of 1 to Ns: AWS did not answer .*3 attempts"):
+        publish(bench_results, namespace="Ns", region="us-east-2")
+    assert attempts_shown(capsys.readouterr().err) == SHOWN

@@ -26,7 +26,7 @@ HERE = Path(__file__).parent
 CHECKPOINT_FIXTURES = HERE / "fixtures"
 BUCKET = "trn-specdec-models-000000000000-us-east-2"
 # Host RAM of the Trainium node: vLLM checks its CPU swap space against it (trn2.48xlarge: 2 TiB, EC2
-# instance type page; FIELD_NOTES).
+# instance type page).
 HOST_MEMORY_GIB = {"trn2.48xlarge": 2048, "trn2u.48xlarge": 2048}
 # vLLM's environment: no telemetry, no hub, quiet logs; nothing of the test process leaks in.
 VLLM_ENV = {"PATH": "/usr/bin:/bin", "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}

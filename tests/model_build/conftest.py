@@ -16,7 +16,8 @@ from config import DeploymentConfig
 from model_build.compile import write_build_record
 from model_build.manifest import BuildRecord
 from model_build.plan import BuildPlan, build_plan
-from model_build.transfer import MIB, S3Store, TransferSettings
+from model_build.store import MIB, S3Store, TransferSettings
+from model_build.uploader import HASH_CACHE_NAME
 from tests.conftest import MOTO_ACCOUNT
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -97,7 +98,8 @@ def fake_compile(out: Path, plan: BuildPlan, *, seed: int = 0, files: dict[str, 
 
 
 def tree_bytes(root: Path) -> int:
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    """Bytes of the files a publish sends (the uploader's hash cache stays local)."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and p.name != HASH_CACHE_NAME)
 
 
 class FaultyClient:

@@ -10,6 +10,7 @@ import pytest
 from model_build.cli import main
 from tests.conftest import ROOT
 from tests.model_build.conftest import MOTO_ACCOUNT, fake_compile
+from tests.silent_endpoint import SHOWN, attempts_shown
 
 COMMANDS = ["plan", "stage-checkpoints", "compile", "publish", "verify"]
 
@@ -77,28 +78,27 @@ def test_bad_numbers_are_one_usage_line(flag, value, capsys):
     assert f"argument {flag}: '{value}'" in err and "Traceback" not in err
 
 
-@pytest.fixture
-def silent_endpoint(monkeypatch):
-    """A loopback server that accepts connections and never answers (a black-holed proxy or endpoint)."""
-    import socket
-
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.getsockname()[1]}")
-    for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-        monkeypatch.setenv(var, value)
-    yield server
-    server.close()
-
-
-def test_a_silent_s3_endpoint_fails_after_the_probe_attempts(silent_endpoint, monkeypatch, capsys):
-    import model_build.cli as cli
-
-    monkeypatch.setattr(cli, "PROBE_READ_S", 0.2)  # the attempts, not the clock, are what is checked
+def test_a_silent_s3_endpoint_fails_at_the_one_bucket_check_with_each_attempt_shown(silent_aws, capsys):
     assert main(["--bucket", "some-bucket", "verify", "baseline"]) == 2
     err = capsys.readouterr().err
-    assert [line.split(":")[0] for line in err.splitlines() if "did not answer (attempt" in line] == [
-        f"S3 endpoint did not answer (attempt {i}/3)" for i in (1, 2, 3)
-    ]
-    assert "did not answer 3 times in a row" in err and "Traceback" not in err
+    assert attempts_shown(err) == SHOWN and err.count("HeadBucket") == 4  # three attempt lines and the sentence
+    assert "error: HeadBucket some-bucket: AWS did not answer" in err and "Traceback" not in err
+
+
+def test_a_command_asks_headbucket_once(tmp_path, plans, bucket, monkeypatch, capsys):
+    """Staging two models and publishing each used to ask once per model and once more before the first."""
+    import botocore.client
+
+    calls: list[str] = []
+    real = botocore.client.BaseClient._make_api_call
+
+    def counting(self, operation, params):
+        calls.append(operation)
+        return real(self, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counting)
+    out = tmp_path / "build"
+    fake_compile(out, plans["baseline"])
+    assert main(["publish", "baseline", "--from", str(out), "--part-size-mib", "5"]) == 0
+    assert main(["verify", "baseline"]) == 0
+    assert calls.count("HeadBucket") == 2, calls  # one per command

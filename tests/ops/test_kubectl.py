@@ -26,7 +26,7 @@ from config.bucket_layout import MANIFEST_NAME, artifact_prefix, checkpoint_pref
 from model_build.errors import BuildError
 from model_build.plan import build_plan
 from model_build.publish import publish_artifact
-from model_build.transfer import S3Store
+from model_build.store import S3Store
 from ops import kubectl as ops_kubectl
 from ops import run_benchmark as run_benchmark_module
 from ops.build_artifact import main as build_main
