@@ -14,7 +14,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from config.kubernetes import KUBECTL_LAYERS
-from config.schema import NODE_ROLE_LABEL, DeploymentConfig
+from config.schema import NODE_ROLE_LABEL, PRIVATE_SUBNET_PREFIX, PUBLIC_SUBNET_PREFIX, DeploymentConfig
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
 from stacks.constructs.node_metadata import metadata_options
 from stacks.constructs.pod_identity_role import PodIdentityRole
@@ -36,6 +36,15 @@ def kubectl_layer(scope: Construct, version: str) -> lambda_.ILayerVersion:
     return getattr(importlib.import_module(module), cls)(scope, "KubectlLayer")
 
 
+# One public and one private subnet per zone; config.schema.smallest_vpc_prefix sizes the VPC for these masks.
+VPC_SUBNETS = [
+    ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=PUBLIC_SUBNET_PREFIX),
+    ec2.SubnetConfiguration(
+        name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=PRIVATE_SUBNET_PREFIX
+    ),
+]
+
+
 class ClusterStack(Stack):
     """Everything the cluster needs before workloads: it deletes cleanly with `cdk destroy`."""
 
@@ -48,10 +57,7 @@ class ClusterStack(Stack):
             ip_addresses=ec2.IpAddresses.cidr(net.vpc_cidr),
             availability_zones=net.availability_zones,
             nat_gateways=net.nat_gateways,
-            subnet_configuration=[
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
-                ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
-            ],
+            subnet_configuration=VPC_SUBNETS,
         )
         self.vpc.add_flow_log(
             "FlowLog",
