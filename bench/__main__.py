@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.arguments import finite_number, whole_number
 from bench.results import (
     BenchResults,
     ResultsError,
@@ -68,40 +67,6 @@ def _config_baseline(cfg: object | None, endpoint_names: list[str]) -> str | Non
     """The config's baseline profile (its one owner), when an endpoint carries that profile's name."""
     name = cfg.baseline_profile.name if cfg is not None else None  # type: ignore[attr-defined]
     return name if name in endpoint_names else None
-
-
-def whole_number(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer of at least `minimum`, refused at parse time with the flag's name."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; use one >= {minimum}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is below {minimum}; use a whole number >= {minimum}")
-        return value
-
-    return parse
-
-
-def finite_number(*, above: float | None = None, at_least: float | None = None) -> Callable[[str], float]:
-    """An argparse type: a finite number (nan and inf would disable a timeout or a check) in range."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number; give one like 30")
-        if above is not None and value <= above:
-            raise argparse.ArgumentTypeError(f"{text} must be greater than {above:g}")
-        if at_least is not None and value < at_least:
-            raise argparse.ArgumentTypeError(f"{text} must be at least {at_least:g}")
-        return value
-
-    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -102,3 +102,19 @@ def test_a_silent_s3_endpoint_fails_after_the_probe_attempts(silent_endpoint, mo
         f"S3 endpoint did not answer (attempt {i}/3)" for i in (1, 2, 3)
     ]
     assert "did not answer 3 times in a row" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("not json", "is not JSON"),
+        ('{"vllm": "serve"}', "is a JSON dict, not a non-empty list of strings"),
+        ("[]", "not a non-empty list of strings"),
+        ('["vllm", 8000]', "not a non-empty list of strings"),
+    ],
+)
+def test_a_vllm_argv_that_is_not_a_json_list_of_strings_is_one_usage_line(value, words, capsys, tmp_path):
+    """Was a JSONDecodeError / TypeError traceback from inside the cache build."""
+    assert main(["compile", "baseline", "--out", str(tmp_path), "--vllm-argv-json", value]) == 2
+    err = capsys.readouterr().err
+    assert "argument --vllm-argv-json" in err and words in err and "Traceback" not in err
