@@ -59,7 +59,7 @@ class ClusterStack(Stack):
             nat_gateways=net.nat_gateways,
             subnet_configuration=VPC_SUBNETS,
         )
-        self.vpc.add_flow_log(
+        flow_log = self.vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(
                 logs.LogGroup(
@@ -69,6 +69,16 @@ class ClusterStack(Stack):
                     removal_policy=RemovalPolicy.DESTROY,
                 )
             ),
+        )
+        # Confused-deputy guard (VPC Flow Logs user guide, "IAM role for publishing flow logs"): the service may
+        # assume the role only for flow logs of this account and region. CDK's role trusts the service alone.
+        flow_log_role = flow_log.node.find_child("IAMRole").node.default_child
+        flow_log_role.add_property_override(
+            "AssumeRolePolicyDocument.Statement.0.Condition",
+            {
+                "StringEquals": {"aws:SourceAccount": self.account},
+                "ArnLike": {"aws:SourceArn": f"arn:{self.partition}:ec2:{self.region}:{self.account}:vpc-flow-log/*"},
+            },
         )
         secrets_key = kms.Key(
             self,

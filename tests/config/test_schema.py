@@ -530,3 +530,21 @@ def test_an_unknown_method_names_every_stacks_methods():
     (problem,) = problems_for(lambda d: d["profiles"][1]["decoding"].update(method="eagle"))
     assert "method='eagle' is unknown" in problem
     assert "none, fused-draft (legacy-v0 stack)" in problem and "none, eagle3, dflash (vllm-neuron stack)" in problem
+
+
+def test_the_shipped_configs_publish_disjoint_metric_series():
+    """Both shipped configs have a `baseline` profile: in one CloudWatch namespace their Variant=baseline
+    series (and dashboards, alarms) would mix two deployments' numbers."""
+    from pathlib import Path
+
+    from config import load_config
+
+    shipped = sorted(Path(__file__).resolve().parents[2].glob("config/*.yaml"))
+    assert len(shipped) >= 2
+    owners: dict[tuple[str, str], str] = {}
+    for path in shipped:
+        config = load_config(path)
+        for profile in config.profiles:
+            series = (config.observability.metrics_namespace, profile.name)
+            assert series not in owners, f"{path.name} and {owners[series]} both publish {series}"
+            owners[series] = path.name

@@ -239,3 +239,16 @@ def test_every_vpc_size_the_config_accepts_holds_its_subnets_and_one_bit_less_do
         build(prefix, zones)
         with pytest.raises(RuntimeError, match="exceeds remaining space"):
             build(prefix + 1, zones)
+
+
+def test_the_flow_log_role_trusts_the_service_only_for_this_accounts_flow_logs(synth):
+    (role,) = [
+        r["Properties"]
+        for r in synth.resources("Cluster", "AWS::IAM::Role").values()
+        if "vpc-flow-logs.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+    ]
+    (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
+    condition = statement["Condition"]
+    assert condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    source_arn = json.dumps(condition["ArnLike"]["aws:SourceArn"])
+    assert ":vpc-flow-log/*" in source_arn and "AWS::AccountId" in source_arn
