@@ -299,3 +299,22 @@ def test_a_results_file_that_becomes_unwritable_mid_run_is_a_sentence(
     assert main(_run_cmd(url, slow_suite, tmp_path / "r.json")[3:]) == 1
     err = capsys.readouterr().err
     assert "cannot write the results to" in err and "No space left on device" in err
+
+
+@pytest.mark.parametrize("change", ["another endpoint", "another URL"])
+def test_resume_refuses_a_different_endpoint_list(
+    change: str, serve: Serve, slow_suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One results file must not mix two runs' variants."""
+    url = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none"))
+    other = serve(Script(ttft_s=0.02, step_s=0.001, metrics="none"))
+    assert other != url
+    out = tmp_path / "r.json"
+    assert main(_run_cmd(url, slow_suite, out)[3:]) == 0
+    before = out.read_bytes()
+    cmd = _run_cmd(url if change == "another endpoint" else other, slow_suite, out, "--resume")[3:]
+    if change == "another endpoint":
+        cmd.append(f"--endpoint=second={other}")
+    assert main(cmd) == 1
+    assert "pass the same --endpoint list, or a new --out" in capsys.readouterr().err
+    assert out.read_bytes() == before

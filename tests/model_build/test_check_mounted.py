@@ -148,3 +148,13 @@ def test_exit_codes_are_the_projects():
         project.EXIT_FAILED,
         project.EXIT_USAGE,
     )
+
+
+def test_a_file_longer_than_the_manifest_says_fails_without_deep(mounted, plans, capsys):
+    """A size check that only caught truncation (`size < expected`) would let this pass."""
+    path = mounted / FILE
+    size = path.stat().st_size
+    with path.open("ab") as grown:
+        grown.write(b"\0" * 10)
+    code, text = _run(capsys, mounted, plans["speculative"].expected())
+    assert code == 1 and f"{FILE}: {size + 10} bytes on disk, manifest says {size}" in text

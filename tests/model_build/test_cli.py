@@ -118,3 +118,15 @@ def test_a_vllm_argv_that_is_not_a_json_list_of_strings_is_one_usage_line(value,
     assert main(["compile", "baseline", "--out", str(tmp_path), "--vllm-argv-json", value]) == 2
     err = capsys.readouterr().err
     assert "argument --vllm-argv-json" in err and words in err and "Traceback" not in err
+
+
+def test_ctrl_c_is_exit_130_with_how_to_resume(monkeypatch, capsys):
+    """Ctrl-C during any command (here while reading the config) is 130, never 1 ("artifact mismatch")."""
+    import model_build.cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_build.cli, "load_config", interrupted)
+    assert main(["plan", "baseline"]) == 130
+    assert "interrupted; re-run the same command to resume" in capsys.readouterr().err
