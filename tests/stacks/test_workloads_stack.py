@@ -135,3 +135,19 @@ def test_the_app_reports_a_template_over_the_limit_as_a_sentence(tmp_path):
     (tmp_path / "A-Models.template.json").write_bytes(b"{}")
     (problem,) = oversized_templates(tmp_path)
     assert "stack A-Workloads synthesizes a 1,000,001-byte template" in problem and "remove profiles" in problem
+
+
+def test_each_service_role_reads_the_bucket_only_through_the_vpc_s3_endpoint(synth):
+    """A serving role's S3 calls from anywhere but the cluster's gateway endpoint are denied; the stage, build and
+    bench roles (and the deployer's own credentials, which stage and verify from outside) are not restricted."""
+    (endpoint_id,) = synth.resources("Cluster", "AWS::EC2::VPCEndpoint")
+    policies = statements_by_service_account(synth)
+    for account, statements in policies.items():
+        denies = [s for s in statements if s["Effect"] == "Deny"]
+        if not account.endswith("-vllm"):
+            assert denies == [], account
+            continue
+        (deny,) = denies
+        assert _actions(deny) == ["s3:*"]
+        assert endpoint_id in json.dumps(deny["Condition"]["StringNotEquals"]["aws:SourceVpce"])
+        assert len(deny["Resource"]) == 2  # the bucket and every object in it
