@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from datetime import datetime
 from functools import cached_property
 from typing import Annotated, Literal
 
@@ -406,6 +407,18 @@ class Trn2NodeGroupConfig(_Strict):
         default=None,
         description="EKS AMI release (<k8s x.y.z>-<yyyymmdd>); must be >= 1.34.2 for DRA (1.34.0/1.34.1 have a DRA bug).",
     )
+
+    @field_validator("capacity_block_end", mode="before")
+    @classmethod
+    def _timestamp_text(cls, value: object) -> object:
+        """YAML reads an unquoted timestamp as a datetime and a quoted one as text: take both, but not a number
+        (lax parsing would read 1 as 1970-01-01T00:00:01Z)."""
+        if not isinstance(value, str):
+            return value
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a timestamp; write it like 2026-12-01T11:30:00Z") from None
 
     @field_validator("ami_release_version")
     @classmethod

@@ -283,6 +283,8 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ("trn2_nodes.hourly_price_usd", True, ["hourly_price_usd=True", "valid number"]),
         ("bucket.retain_on_delete", 1, ["retain_on_delete=1", "valid boolean"]),
         ("name", b"trn-specdec", ["name=b'trn-specdec'", "valid string"]),
+        ("trn2_nodes.capacity_block_end", 1, ["capacity_block_end=1", "valid datetime"]),  # lax: 1970-01-01
+        ("trn2_nodes.capacity_block_end", "tomorrow", ["capacity_block_end: 'tomorrow' is not a timestamp"]),
         ("network.api_public_cidrs", ["203.0.113.0/24", "not-a-cidr"], ["network.api_public_cidrs", "[1]"]),
         ("network.api_public_cidrs", ["203.0.113.7/24"], ["api_public_cidrs", "[0]", "203.0.113.0/24"]),
         ("network.api_public_cidrs", ["203.0.113.7"], ["api_public_cidrs", "no prefix length", "/32"]),
