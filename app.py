@@ -11,6 +11,7 @@ from typing import Any
 
 from config import ConfigError, load_config
 from config.exit_codes import EXIT_USAGE
+from config.schema import CLOUDFORMATION_TEMPLATE_BYTES
 
 # Where the CDK CLI puts `-c key=value` and cdk.json's context for the app (aws-cdk-lib 2.275 core/lib/app.js,
 # App.loadContext: the JSON in CDK_CONTEXT_JSON, then what did not fit there, in the file this variable names).
@@ -56,7 +57,22 @@ def main() -> None:
         write_dist(config, Path(dist), source=context.get("config"))
     if not _falsy(context.get("nag")):
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    app.synth()
+    assembly = app.synth()
+    problems = oversized_templates(Path(assembly.directory))
+    if problems:
+        print(ConfigError(problems), file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def oversized_templates(outdir: Path) -> list[str]:
+    """The config caps profiles at a measured count; this is the exact check, on the files the CLI uploads."""
+    return [
+        f"stack {p.name.removesuffix('.template.json')} synthesizes a {p.stat().st_size:,}-byte template, over "
+        f"CloudFormation's limit of {CLOUDFORMATION_TEMPLATE_BYTES:,} bytes; remove profiles or split them over "
+        "deployments (config files with different names)"
+        for p in sorted(outdir.glob("*.template.json"))
+        if p.stat().st_size > CLOUDFORMATION_TEMPLATE_BYTES
+    ]
 
 
 def _truthy(value: object) -> bool:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.arguments import finite_number, whole_number
 from bench.results import (
     BenchResults,
     ResultsError,
@@ -82,24 +83,24 @@ def build_parser() -> argparse.ArgumentParser:
         f"--requests {LOSSLESS_REQUESTS} --warmup 0 --stop both); the comparison itself is in every run's output",
     )
     load = run.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=int, help="closed loop: N requests in flight (default 4)")
-    load.add_argument("--rate", type=float, help="open loop: Poisson arrivals, requests per second")
+    load.add_argument("--concurrency", type=whole_number(1), help="closed loop: N requests in flight (default 4)")
+    load.add_argument("--rate", type=finite_number(above=0), help="open loop: Poisson arrivals, requests per second")
     run.add_argument(
         "--requests",
-        type=int,
+        type=whole_number(1),
         default=None,
         help="measured requests per variant and test case (default 100: p99 is then the second-largest, not the "
         "maximum)",
     )
     run.add_argument(
         "--warmup",
-        type=int,
+        type=whole_number(0),
         default=None,
         help="discarded requests, sent at once before each measured run (default: --concurrency, else 8)",
     )
     run.add_argument(
         "--max-tokens",
-        type=int,
+        type=whole_number(1),
         default=600,
         help="output length (fixed stop: min_tokens = max_tokens; natural: a cap)",
     )
@@ -113,8 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--api", choices=["chat", "completions"], default="chat")
     run.add_argument("--model", help="model name; default: the first one from GET /v1/models")
     run.add_argument("--seed", type=int, default=0, help="seed of the Poisson arrival schedule")
-    run.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
-    run.add_argument("--max-duration", type=float, default=1800.0, help="no new request after this many s per run")
+    run.add_argument("--request-timeout", type=finite_number(above=0), default=600.0, help="seconds per request (> 0)")
+    run.add_argument(
+        "--max-duration",
+        type=finite_number(above=0),
+        default=1800.0,
+        help="no new request after this many s per run",
+    )
     run.add_argument(
         "--no-continuous-usage",
         action="store_true",
@@ -144,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--config", help="deployment config (default config/default.yaml): the k each profile ran")
     tune.add_argument(
         "--cost-ratio",
-        type=float,
+        type=finite_number(at_least=0),
         default=None,
         help="draft step cost / target step cost for the predictions; default: measured from step times, else 0.05",
     )
@@ -174,10 +180,10 @@ def _run(args: argparse.Namespace) -> int:
         args.requests = LOSSLESS_REQUESTS if args.lossless else 100
     if args.lossless and args.rate is None and args.concurrency is None:
         args.concurrency = 1
-    for flag, value in (("--requests", args.requests), ("--max-tokens", args.max_tokens)):
-        if value < 1:
-            print(f"error: {flag}={value} must be >= 1", file=sys.stderr)
-            return EXIT_USAGE
+    out = Path(args.out)
+    if problem := writable_problem(out):
+        print(f"error: --out {str(out)!r} {problem}; choose another path", file=sys.stderr)
+        return EXIT_USAGE
     concurrency = args.concurrency if args.rate is None else None
     if args.rate is None and concurrency is None:
         concurrency = 4
@@ -201,7 +207,6 @@ def _run(args: argparse.Namespace) -> int:
     if baseline not in names:
         print(f"error: --baseline {baseline!r} is not one of the --endpoint names {names}", file=sys.stderr)
         return EXIT_USAGE
-    out = Path(args.out)
     previous = load_results(out) if args.resume and out.exists() else None
     if args.resume and previous is None:
         print(f"note: --resume: {out} does not exist yet; starting from the first case", file=sys.stderr)
@@ -221,6 +226,11 @@ def _run(args: argparse.Namespace) -> int:
         )
     except (ConnectionError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as err:
+        print(
+            f"error: cannot write the results to {str(out)!r} ({err.strerror}); choose another --out", file=sys.stderr
+        )
         return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"\ninterrupted: every finished test case is in {out}; add --resume to continue", file=sys.stderr)
@@ -243,6 +253,22 @@ def _run(args: argparse.Namespace) -> int:
     if args.cloudwatch and (code := _publish(results, cfg)):
         return code
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def writable_problem(out: Path) -> str | None:
+    """Why the results file cannot be written, found before any request is sent: a run writes it after every
+    test case, and an unwritable path used to fail after the first one. Tries the temporary file save_results
+    writes, so it holds for root and read-only mounts alike (os.access does not)."""
+    if out.is_dir():
+        return "is a directory"
+    probe = out.with_name(f".{out.name}.tmp")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        return f"cannot be written ({err.strerror})"
+    return None
 
 
 def _variants_without_success(results: BenchResults) -> list[str]:

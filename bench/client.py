@@ -505,16 +505,23 @@ async def _open_loop(
     return list(await asyncio.gather(*tasks))
 
 
-async def discover_model(session: aiohttp.ClientSession, base_url: str, timeout_s: float = 30.0) -> str:
-    """The first model id from GET /v1/models, so users need not repeat what the server already knows."""
+async def discover_model(
+    session: aiohttp.ClientSession, base_url: str, timeout_s: float = 30.0, *, model: str | None = None
+) -> str:
+    """The first model id from GET /v1/models, so users need not repeat what the server already knows. With
+    `model` given, the same GET still runs as a reachability check: a silent endpoint then fails in timeout_s
+    instead of costing --request-timeout for every request of every test case."""
     url = base_url.rstrip("/") + "/v1/models"
     try:
         async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if model is not None:
+                return model  # it answered; whether it lists models is not our business then
             if resp.status != 200:
                 raise ConnectionError(f"GET {url} returned HTTP {resp.status}; is this an OpenAI-compatible server?")
             data = await resp.json(content_type=None)
     except (aiohttp.ClientError, TimeoutError) as err:
-        raise ConnectionError(f"cannot reach {url} ({err!r}); check the URL or port-forward, or pass --model") from None
+        hint = "" if model is not None else ", or pass --model"
+        raise ConnectionError(f"cannot reach {url} ({err!r}); check the URL or port-forward{hint}") from None
     models = data.get("data") if isinstance(data, dict) else None
     if not models:
         raise ConnectionError(f"GET {url} lists no models; pass --model")

@@ -58,6 +58,7 @@ class RunOptions:
     request_timeout_s: float = 600.0
     max_duration_s: float | None = 1800.0
     model: str | None = None
+    probe_timeout_s: float = 30.0  # GET /v1/models before any request, also with `model` given
 
 
 async def run_benchmark(
@@ -87,7 +88,7 @@ async def run_benchmark(
     try:
         targets: dict[str, Target] = {}
         for e in endpoints:
-            model = options.model or await discover_model(sessions[e.name], e.url)
+            model = await discover_model(sessions[e.name], e.url, options.probe_timeout_s, model=options.model)
             targets[e.name] = Target(base_url=e.url, model=model, api=settings.api)
             log(f"{e.name}: {e.url} serves {model}")
         variants = [

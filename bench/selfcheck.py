@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from bench.arguments import finite_number, positive_pattern, whole_number
 from bench.client import LoadResult, Target, make_session, run_load
 from bench.loopback_server import Script
 from bench.results import summarize
@@ -138,24 +139,31 @@ def _pct(got: float | None, truth: float) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.selfcheck", description=__doc__.splitlines()[0])
-    p.add_argument("--streams", type=int, default=64)
-    p.add_argument("--tokens-per-s", type=float, default=100.0, help="per stream")
-    p.add_argument("--seconds", type=float, default=5.0, help="decode time per stream (bounded: max 120)")
-    p.add_argument("--ttft-ms", type=float, default=1000.0)
-    p.add_argument("--pattern", default="1", help="tokens per chunk, cycled (e.g. 1,3,2 as speculation does)")
+    p.add_argument("--streams", type=whole_number(1), default=64)
+    p.add_argument("--tokens-per-s", type=finite_number(above=0), default=100.0, help="per stream")
+    p.add_argument(
+        "--seconds", type=finite_number(above=0), default=5.0, help="decode time per stream (bounded: max 120)"
+    )
+    p.add_argument("--ttft-ms", type=finite_number(at_least=0), default=1000.0)
+    p.add_argument(
+        "--pattern",
+        type=positive_pattern,
+        default=(1,),
+        help="tokens per chunk, cycled (e.g. 1,3,2 as speculation does)",
+    )
     p.add_argument("--api", choices=["chat", "completions"], default="completions")
-    p.add_argument("--tolerance-pct", type=float, default=1.0)
+    p.add_argument("--tolerance-pct", type=finite_number(at_least=0), default=1.0)
     a = p.parse_args(argv)
-    if not 0 < a.seconds <= 120 or not 1 <= a.streams <= 1024 or a.tokens_per_s <= 0:
-        p.error("need 0 < --seconds <= 120, 1 <= --streams <= 1024 and --tokens-per-s > 0")
-    pattern = tuple(int(x) for x in a.pattern.split(","))
+    if a.seconds > 120 or a.streams > 1024:
+        p.error("need --seconds <= 120 and --streams <= 1024")
+    pattern = a.pattern
     mean_chunk = sum(pattern) / len(pattern)
     script = Script(ttft_s=a.ttft_ms / 1000, step_s=mean_chunk / a.tokens_per_s, pattern=pattern)
     tokens = max(2, round(a.tokens_per_s * a.seconds))
     with loopback_server(script, lifetime_s=a.seconds * 3 + 60) as url:
         r = asyncio.run(measure(url, script, a.streams, tokens, a.api))
     print(
-        f"{a.streams} streams x {a.tokens_per_s:g} tokens/s, {tokens} tokens each, chunks of {a.pattern} tokens, "
+        f"{a.streams} streams x {a.tokens_per_s:g} tokens/s, {tokens} tokens each, chunks of {','.join(map(str, pattern))} tokens, "
         f"TTFT {a.ttft_ms:g} ms, {a.api} API: {r['ok']}/{r['requests']} ok"
     )
     print(f"{'mean of':<10}{'scripted':>11}{'server':>11}{'client':>11}{'err vs server':>15}{'err vs script':>15}")

@@ -41,6 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(err, file=sys.stderr)
         return EXIT_USAGE
+    except OSError as err:
+        print(
+            f"error: cannot write to --out {str(args.out)!r} ({err.strerror}); choose a writable folder",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     print("wrote " + ", ".join(str(p) for p in written))
     return EXIT_OK
 

@@ -57,16 +57,12 @@ def endpoints(config: DeploymentConfig) -> list[str]:
     return [f"{p.name}=http://{p.name}.{config.namespace}.svc.cluster.local:{p.port}" for p in order]
 
 
-def bench_script(
+def bench_run_argv(
     config: DeploymentConfig, bucket_name: str, run_id: str, extra_args: list[str], *, lossless: bool = False
-) -> str:
-    """The Job's shell script. `lossless`: the lossless check (`bench run --lossless`, batch size 1), which
-    publishes nothing to CloudWatch, so its latencies never mix with the benchmark's on the dashboard."""
+) -> list[str]:
+    """The arguments of the Job's `python3 -m bench` (ops/run_benchmark.py parses them before applying the Job)."""
     results = f"{RESULTS_PATH}/{run_id}.json"
-    run = [
-        "python3",
-        "-m",
-        "bench",
+    return [
         "run",
         *(a for e in endpoints(config) for a in ("--endpoint", e)),
         "--config",
@@ -78,6 +74,14 @@ def bench_script(
         f"s3://{bucket_name}/{results_key(run_id)}",
         *extra_args,
     ]
+
+
+def bench_script(
+    config: DeploymentConfig, bucket_name: str, run_id: str, extra_args: list[str], *, lossless: bool = False
+) -> str:
+    """The Job's shell script. `lossless`: the lossless check (`bench run --lossless`, batch size 1), which
+    publishes nothing to CloudWatch, so its latencies never mix with the benchmark's on the dashboard."""
+    run = ["python3", "-m", "bench", *bench_run_argv(config, bucket_name, run_id, extra_args, lossless=lossless)]
     return "\n".join(
         [
             "set -euo pipefail",

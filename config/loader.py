@@ -1,15 +1,18 @@
 """Load and validate the deployment config; turn YAML and pydantic errors into sentences.
 
-The YAML reader is bounded, because a config file is input a person can get wrong in any way: it
-rejects files over MAX_BYTES, duplicate keys (the last one would silently win), nesting deeper than
+The reader is bounded, because a config file is input a person can get wrong in any way: it reads only
+regular files (a FIFO would block forever, /dev/zero would fill memory) and rejects files over MAX_BYTES
+before reading them, YAML merge keys (`<<:`), duplicate keys (the last one would silently win), nesting deeper than
 MAX_DEPTH, anchors/aliases that expand to more than MAX_VALUES values (an "alias bomb"), and integers
 longer than MAX_INT_DIGITS. Each becomes a ConfigError naming the file and line.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import reprlib
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,11 @@ class _BoundedLoader(yaml.SafeLoader):
     def construct_mapping(self, node: Any, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise _ConfigYamlError(
+                    f"line {key_node.start_mark.line + 1} uses a YAML merge key (<<); write the keys out (profiles "
+                    "already inherit the shared `serving` block, so they need only what differs)"
+                )
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             try:
@@ -112,17 +120,17 @@ def read_yaml(text: str) -> Any:
 
 
 def load_config(path: str | Path | None = None) -> DeploymentConfig:
-    """Read a YAML config file (default: config/default.yaml) and validate it."""
-    file = Path(path) if path else DEFAULT_CONFIG
-    where = f"config file {str(file)!r}"
-    try:
-        raw = file.read_bytes()
-    except OSError as err:
-        raise ConfigError([f"{where} cannot be read ({err.strerror}); pass -c config=<path>"]) from None
-    if len(raw) > MAX_BYTES:
+    """Read a YAML config file (default, when no path is given: config/default.yaml) and validate it."""
+    if path is not None and not str(path).strip():
         raise ConfigError(
-            [f"{where} is {len(raw)} bytes; a config is at most {MAX_BYTES}, check you chose the right file"]
+            [
+                "the config path is empty (CONFIG= or -c config=); name a file, e.g. CONFIG=config/default.yaml, or "
+                "leave it out for the default"
+            ]
         )
+    file = Path(path) if path is not None else DEFAULT_CONFIG
+    where = f"config file {str(file)!r}"
+    raw = _read_bounded(file, where)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -137,6 +145,31 @@ def load_config(path: str | Path | None = None) -> DeploymentConfig:
     if not isinstance(data, dict):
         raise ConfigError([f"{where} must hold a mapping at the top level"])
     return parse_config(data)
+
+
+def _read_bounded(file: Path, where: str) -> bytes:
+    """At most MAX_BYTES from a regular file: checked with stat before opening (opening a FIFO blocks until a
+    writer comes), opened without blocking, checked again on the open file, then read with a bound."""
+    try:
+        if not stat.S_ISREG(file.stat().st_mode):
+            raise ConfigError([f"{where} is not a regular file (a device, pipe or directory); pass a YAML file"])
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as stream:
+            info = os.fstat(stream.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ConfigError([f"{where} is not a regular file (a device, pipe or directory); pass a YAML file"])
+            if info.st_size > MAX_BYTES:
+                raise ConfigError(
+                    [
+                        f"{where} is {info.st_size} bytes; a config is at most {MAX_BYTES}, check you chose the right file"
+                    ]
+                )
+            raw = stream.read(MAX_BYTES + 1)
+    except OSError as err:
+        raise ConfigError([f"{where} cannot be read ({err.strerror}); pass -c config=<path>"]) from None
+    if len(raw) > MAX_BYTES:  # the file grew after fstat
+        raise ConfigError([f"{where} is over {MAX_BYTES} bytes; a config is at most that, check the file"])
+    return raw
 
 
 def _yaml_problem(err: yaml.YAMLError) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from datetime import datetime
 from functools import cached_property
 from typing import Annotated, Literal
 
@@ -64,6 +65,16 @@ NEURON_INSTANCES: dict[str, NeuronInstance] = {
 }
 
 DRA_DEVICE_GROUP_SIZES = (1, 4, 8, 16)
+# Namespaces of Kubernetes itself and of the add-ons this cluster installs (amazon-cloudwatch: the CloudWatch
+# observability add-on; the Neuron DRA driver and the Mountpoint CSI driver live in kube-system).
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "amazon-cloudwatch")
+# CloudFormation refuses a template body over 1,000,000 bytes (CloudFormation quotas, "Template body size in an
+# S3 object"). Measured (aws-cdk-lib 2.275, template files as `cdk synth` writes them): the Workloads template
+# is 294 kB with one profile and grows by 21-22 kB per profile (22.3 kB with 24-character names on the
+# vllm-neuron stack), so 32 profiles reach the limit; 24 leaves 18% for longer model ids and later objects.
+# tests/stacks/test_workloads_stack.py re-measures it on every run; app.py checks the real size after synth.
+CLOUDFORMATION_TEMPLATE_BYTES = 1_000_000
+MAX_PROFILES = 24
 GP3_IOPS_PER_MIBPS = 4  # gp3 throughput is at most 0.25 MiB/s per provisioned IOPS (Amazon EBS volume types)
 
 # <vllm x.y.z>[.<plugin x.y.z>]-neuronx-py<NN>-sdk<x.y.z>-ubuntu<NN.NN>: three version parts on the legacy fork's
@@ -86,7 +97,9 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Strict types: YAML's `true` is not the count 1, `"8"` is not 8, and a `!!binary` value is not a name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 # --- leaves ----------------------------------------------------------------------------------
@@ -195,10 +208,18 @@ class Placement(_Strict):
     """How many connected Neuron devices a replica claims and at which logical core size."""
 
     devices: int = Field(default=8, description="Connected devices per replica: 1, 4, 8 or 16.")
-    logical_neuron_cores: Literal[1, 2] = Field(
-        default=2, description="LNC: physical cores fused into one logical core (trn2 default 2)."
+    logical_neuron_cores: int = Field(
+        default=2, description="LNC: physical cores fused into one logical core, 1 or 2 (trn2 default 2)."
     )
     tensor_parallel_size: int = Field(default=32, ge=1, le=128)
+
+    @field_validator("logical_neuron_cores")
+    @classmethod
+    def _lnc(cls, lnc: int) -> int:
+        """An int, not Literal[1, 2]: a Literal would take YAML's `true` as 1."""
+        if lnc not in (1, 2):
+            raise ValueError(f"{lnc} is not 1 or 2; use 2 (the trn2 default) or 1")
+        return lnc
 
     @field_validator("devices")
     @classmethod
@@ -256,8 +277,26 @@ def ipv4_network(text: str, *, prefixes: range = range(0, 33)) -> str:
     return text
 
 
+# Each availability zone gets one public /24 and one private /20 (stacks/cluster_stack.py); CDK allocates
+# all public subnets first, then the private ones aligned to a /20 boundary.
+PUBLIC_SUBNET_PREFIX = 24
+PRIVATE_SUBNET_PREFIX = 20
+
+
+def smallest_vpc_prefix(zones: int) -> int:
+    """The longest VPC prefix whose addresses hold the subnets of `zones` availability zones."""
+    public = zones * 2 ** (32 - PUBLIC_SUBNET_PREFIX)
+    private_block = 2 ** (32 - PRIVATE_SUBNET_PREFIX)
+    needed = -(-public // private_block) * private_block + zones * private_block
+    return 32 - (needed - 1).bit_length()
+
+
 class NetworkConfig(_Strict):
-    vpc_cidr: str = Field(default="10.64.0.0/16", description="IPv4 network of the VPC, /16 to /24.")
+    vpc_cidr: str = Field(
+        default="10.64.0.0/16",
+        description="IPv4 network of the VPC, /16 to /18: each zone takes a public /24 and a private /20 "
+        "(3 zones fit a /18, 4 to 6 zones a /17).",
+    )
     availability_zones: list[Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")]] = Field(
         default_factory=lambda: ["us-east-2a", "us-east-2b", "us-east-2c"], min_length=2, max_length=6
     )
@@ -272,7 +311,16 @@ class NetworkConfig(_Strict):
     @field_validator("vpc_cidr")
     @classmethod
     def _vpc_network(cls, cidr: str) -> str:
-        return ipv4_network(cidr, prefixes=range(16, 25))
+        ipv4_network(cidr)
+        prefix, longest = int(cidr.split("/")[1]), smallest_vpc_prefix(2)
+        if prefix < 16:
+            raise ValueError(f"{cidr!r} has prefix /{prefix}, larger than a VPC may be (/16); use /16 to /{longest}")
+        if prefix > longest:
+            raise ValueError(
+                f"{cidr!r} has prefix /{prefix}, too small for the subnets (each availability zone takes a public "
+                f"/{PUBLIC_SUBNET_PREFIX} and a private /{PRIVATE_SUBNET_PREFIX}); use /16 to /{longest}"
+            )
+        return cidr
 
     @field_validator("availability_zones")
     @classmethod
@@ -280,6 +328,18 @@ class NetworkConfig(_Strict):
         for zone in sorted({z for z in zones if zones.count(z) > 1}):
             raise ValueError(f"{zone!r} is listed twice; list each availability zone once")
         return zones
+
+    @model_validator(mode="after")
+    def _vpc_holds_the_subnets(self) -> NetworkConfig:
+        prefix = int(self.vpc_cidr.split("/")[1])
+        needed = smallest_vpc_prefix(len(self.availability_zones))
+        if prefix > needed:
+            raise ValueError(
+                f"vpc_cidr={self.vpc_cidr!r} is too small for {len(self.availability_zones)} availability "
+                f"zones, each with a public /{PUBLIC_SUBNET_PREFIX} and a private /{PRIVATE_SUBNET_PREFIX} subnet; "
+                f"use a /{needed} or larger (e.g. {ipaddress.IPv4Network(self.vpc_cidr).supernet(new_prefix=needed)})"
+            )
+        return self
 
     @field_validator("api_public_cidrs")
     @classmethod
@@ -293,11 +353,26 @@ class NetworkConfig(_Strict):
 
 
 class SystemNodeGroup(_Strict):
-    instance_type: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")] = "m7i.xlarge"
+    instance_type: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")] = Field(
+        default="m7i.xlarge", description="An x86_64 type: system nodes run the AL2023 x86_64 AMI."
+    )
     min_size: int = Field(default=2, ge=1, le=20)
     desired_size: int = Field(default=2, ge=1, le=20)
     max_size: int = Field(default=4, ge=1, le=20)
     disk_gib: int = Field(default=100, ge=20, le=2000)
+
+    @field_validator("instance_type")
+    @classmethod
+    def _x86_64(cls, instance_type: str) -> str:
+        """Graviton families carry a `g` after the generation (m7g, c6gn, t4g, x2gd, is4gen) or are a1."""
+        family = instance_type.split(".")[0]
+        match = re.fullmatch(r"[a-z]+\d+(?P<attributes>[a-z-]*)", family)
+        if family == "a1" or (match and "g" in match["attributes"]):
+            raise ValueError(
+                f"{instance_type!r} is a Graviton (arm64) type, but the system nodes run "
+                "the AL2023 x86_64 AMI; use an x86_64 type such as m7i.xlarge"
+            )
+        return instance_type
 
 
 class Trn2NodeGroupConfig(_Strict):
@@ -333,6 +408,18 @@ class Trn2NodeGroupConfig(_Strict):
         default=None,
         description="EKS AMI release (<k8s x.y.z>-<yyyymmdd>); must be >= 1.34.2 for DRA (1.34.0/1.34.1 have a DRA bug).",
     )
+
+    @field_validator("capacity_block_end", mode="before")
+    @classmethod
+    def _timestamp_text(cls, value: object) -> object:
+        """YAML reads an unquoted timestamp as a datetime and a quoted one as text: take both, but not a number
+        (lax parsing would read 1 as 1970-01-01T00:00:01Z)."""
+        if not isinstance(value, str):
+            return value
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a timestamp; write it like 2026-12-01T11:30:00Z") from None
 
     @field_validator("ami_release_version")
     @classmethod
@@ -372,6 +459,18 @@ class BucketConfig(_Strict):
 
 class ObservabilityConfig(_Strict):
     metrics_namespace: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_./#:-]{1,255}$")] = "TrnSpecdec/Bench"
+
+    @field_validator("metrics_namespace")
+    @classmethod
+    def _not_aws(cls, namespace: str) -> str:
+        """CloudWatch refuses PutMetricData into namespaces starting with `AWS/` (reserved for AWS services)."""
+        if namespace.upper().startswith("AWS/"):
+            raise ValueError(
+                f"{namespace!r} starts with AWS/, which CloudWatch reserves for AWS "
+                "services (PutMetricData is refused); use your own, e.g. TrnSpecdec/Bench"
+            )
+        return namespace
+
     alarm_topic_arn: (
         Annotated[
             str, StringConstraints(pattern=r"^arn:aws[a-z-]*:sns:[a-z]{2}(-[a-z]+)+-\d:\d{12}:[A-Za-z0-9_-]{1,256}$")
@@ -391,9 +490,10 @@ class DeploymentConfig(_Strict):
     name: Name = Field(default="trn-specdec", description="Prefix of stack, cluster and resource names.")
     region: Annotated[str, StringConstraints(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")] = "us-east-2"
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
-    admin_principal_arn: Annotated[
-        str, StringConstraints(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
-    ] = PLACEHOLDER_ADMIN_ARN
+    admin_principal_arn: str = Field(
+        default=PLACEHOLDER_ADMIN_ARN,
+        description="IAM role or user ARN (arn:aws:iam::<account>:role/<name>) that administers the cluster.",
+    )
     network: NetworkConfig = NetworkConfig()
     system_nodes: SystemNodeGroup = SystemNodeGroup()
     trn2_nodes: Trn2NodeGroupConfig = Trn2NodeGroupConfig()
@@ -427,6 +527,50 @@ class DeploymentConfig(_Strict):
         if isinstance(shared, dict) and isinstance(profiles, list):
             data = {**data, "profiles": [_merge(shared, p) if isinstance(p, dict) else p for p in profiles]}
         return data
+
+    @field_validator("name")
+    @classmethod
+    def _name_gives_its_own_stacks(cls, name: str) -> str:
+        """Stack names drop the hyphens (trn-specdec -> TrnSpecdec-Cluster). That is one-to-one only if every
+        hyphen-separated part starts with a letter: `a-1` and `a1` would both be A1-*, `trn--specdec` would be
+        TrnSpecdec-*, and deploying one would update (replace) the other deployment's stacks."""
+        if not re.fullmatch(r"[a-z][a-z0-9]*(-[a-z][a-z0-9]*)*", name):
+            raise ValueError(
+                f"{name!r} has a hyphen not followed by a letter, so its stack names ({_stack_prefix(name)}-*) "
+                "could be those of another deployment; start every part after a hyphen with a letter (team-b, not team-2 "
+                "or team--b)"
+            )
+        return name
+
+    @field_validator("namespace")
+    @classmethod
+    def _own_namespace(cls, namespace: str) -> str:
+        """The charts own the namespace (and put a default-deny ingress policy on it)."""
+        if namespace in SYSTEM_NAMESPACES or namespace.startswith("kube-"):
+            raise ValueError(
+                f"{namespace!r} is a system namespace (Kubernetes or the cluster's add-ons: "
+                f"{', '.join(SYSTEM_NAMESPACES)}, kube-*); the charts own their namespace and deny ingress in it, "
+                "so use one of your own, e.g. trn-specdec"
+            )
+        return namespace
+
+    @field_validator("admin_principal_arn")
+    @classmethod
+    def _iam_principal(cls, arn: str) -> str:
+        """EKS access entries take IAM role or user ARNs; an STS assumed-role session ARN is refused at deploy."""
+        session = re.fullmatch(r"arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([\w+=,.@-]+)/[\w+=,.@-]+", arn)
+        if session:
+            partition, account, role = session.groups()
+            raise ValueError(
+                f"{arn!r} is an STS session, which EKS access entries refuse; use the role "
+                f"itself, arn:{partition}:iam::{account}:role/{role} (with its path, if it has one; see `aws iam "
+                f"get-role --role-name {role}`)"
+            )
+        if not re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+", arn):
+            raise ValueError(
+                f"{arn!r} is malformed; use an IAM role or user ARN like arn:aws:iam::<account>:role/<name>"
+            )
+        return arn
 
     @field_validator("kubernetes_version")
     @classmethod
@@ -466,6 +610,17 @@ class DeploymentConfig(_Strict):
         names = [p.name for p in self.profiles]
         for dup in sorted({n for n in names if names.count(n) > 1}):
             problems.append(f"profiles: name {dup!r} is used twice; give every profile a unique name")
+        if all(p.speculative for p in self.profiles):
+            problems.append(
+                "profiles: every profile speculates, so there is no reference to measure speedups against; add a "
+                "profile with decoding.method: none"
+            )
+        if len(self.profiles) > MAX_PROFILES:
+            problems.append(
+                f"profiles: {len(self.profiles)} profiles are more than {MAX_PROFILES}; the Workloads stack's "
+                f"template would exceed CloudFormation's {CLOUDFORMATION_TEMPLATE_BYTES // 1_000_000} MB limit "
+                "(about 22 kB per profile); split them over deployments (config files with different names)"
+            )
         if self.baseline is not None:
             named = next((p for p in self.profiles if p.name == self.baseline), None)
             if named is None:
@@ -652,7 +807,7 @@ class DeploymentConfig(_Strict):
     @cached_property
     def stack_names(self) -> dict[str, str]:
         """CloudFormation stack names, e.g. TrnSpecdec-Cluster (read by the stacks and the teardown sweep)."""
-        prefix = "".join(part.capitalize() for part in self.name.split("-"))
+        prefix = _stack_prefix(self.name)
         return {kind: f"{prefix}-{kind.capitalize()}" for kind in ("models", "cluster", "workloads", "observability")}
 
     def models_bucket_name(self, account: str) -> str:
@@ -703,6 +858,10 @@ class DeploymentConfig(_Strict):
     @property
     def admin_is_placeholder(self) -> bool:
         return f"::{PLACEHOLDER_ACCOUNT}:" in self.admin_principal_arn
+
+
+def _stack_prefix(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("-"))
 
 
 def _merge(base: dict, override: dict) -> dict:

@@ -135,6 +135,19 @@ def _stage(ctx: Context, out: TextIO) -> int:
     return EXIT_OK
 
 
+def json_argv(text: str) -> list[str]:
+    """An argparse type: a JSON list of strings (a command line); refused at parse time with what it is instead."""
+    try:
+        argv = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"is not JSON ({err.msg} at character {err.pos}); pass a JSON list") from None
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        raise argparse.ArgumentTypeError(
+            f'is a JSON {type(argv).__name__}, not a non-empty list of strings; pass e.g. ["vllm", "serve", ...]'
+        )
+    return argv
+
+
 def _compile(ctx: Context, out: TextIO) -> int:
     from model_build.compile import compile_profile
 
@@ -149,7 +162,7 @@ def _compile(ctx: Context, out: TextIO) -> int:
             )
         record = build_cache(
             plan,
-            json.loads(ctx.args.vllm_argv_json),
+            ctx.args.vllm_argv_json,
             out=Path(plan.out_dir),
             port=ctx.args.port,
             timeout_s=ctx.args.timeout_minutes * 60,
@@ -277,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft-path", help="local draft checkpoint dir (default: <models-root>/checkpoints/...)")
     p.add_argument(
         "--vllm-argv-json",
+        type=json_argv,
         help="vllm-neuron profiles: the serving command line (JSON list, starting with vllm serve) to fill the cache with",
     )
     p.add_argument("--port", type=int, default=8000, help="vllm-neuron profiles: the port of that command line")

@@ -75,6 +75,16 @@ def verify_artifact(
     object_problems = (
         store.check_content(prefix, manifest.files) if deep else store.check_present(prefix, manifest.files)
     )
+    listed = {prefix + f.path for f in manifest.files} | {prefix + MANIFEST_NAME}
+    unlisted = sorted(key.removeprefix(prefix) for key in store.list_objects(prefix) if key not in listed)
+    if unlisted:
+        # Serving mounts the whole prefix: a file the manifest does not list was never checked by anyone.
+        report.problems += [f"{key}: not listed in {MANIFEST_NAME} (in {store.url(prefix)})" for key in unlisted]
+        report.fixes.append(
+            "delete what the manifest does not list: "
+            + "; ".join(f"aws s3 rm {store.url(prefix)}{key}" for key in unlisted[:3])
+            + ("; ..." if len(unlisted) > 3 else "")
+        )
     if object_problems:
         report.problems += [f"{p} (in {store.url(prefix)})" for p in object_problems]
         report.fixes.append(

@@ -14,13 +14,17 @@ its run id starts with `lossless-`.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import shlex
 import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from charts.bench_job import render_bench_job
-from config import load_config
+from bench.__main__ import build_parser
+from charts.bench_job import bench_run_argv, render_bench_job
+from config import DeploymentConfig, load_config
 from config.bucket_layout import results_key
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError
@@ -32,10 +36,45 @@ def new_run_id(lossless: bool = False) -> str:
     return ("lossless-" if lossless else "") + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
+def bench_args_problem(config: DeploymentConfig, extra_args: list[str], *, lossless: bool) -> str | None:
+    """Why the Job's `bench run` would refuse its arguments, found here with bench's own parser before the Job is
+    applied (`--requests abc` used to fail in the pod); also refuses BENCH_ARGS that change what the Job owns."""
+    fixed = bench_run_argv(config, "bucket", "run", [], lossless=lossless)
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            parsed = build_parser().parse_args(bench_run_argv(config, "bucket", "run", extra_args, lossless=lossless))
+            owned = build_parser().parse_args(fixed)
+    except SystemExit:
+        reason = errors.getvalue().strip().splitlines()[-1].removeprefix("python -m bench: error: ")
+        return f"BENCH_ARGS {shlex.join(extra_args)!r}: {reason}; see python -m bench run --help"
+    changed = [flag for flag, dest in JOB_OWNED_FLAGS.items() if getattr(parsed, dest) != getattr(owned, dest)]
+    if changed:
+        return (
+            f"BENCH_ARGS {shlex.join(extra_args)!r} sets {', '.join(changed)}, which the Job sets itself (endpoints "
+            "from the config, results to the bucket); leave them out"
+        )
+    return None
+
+
+# bench run flags the Job's own command line sets, by argparse destination.
+JOB_OWNED_FLAGS = {
+    "--endpoint": "endpoint",
+    "--config": "config",
+    "--out": "out",
+    "--upload": "upload",
+    "--cloudwatch": "cloudwatch",
+    "--lossless": "lossless",
+    "--resume": "resume",
+}
+
+
 def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0, lossless: bool = False) -> int:
     from config import aws
 
     config = load_config(config_path)
+    if problem := bench_args_problem(config, extra_args, lossless=lossless):
+        raise BuildError(problem)
     refusal = too_late(config, datetime.now(UTC), "the benchmark")
     if refusal:
         raise BuildError(refusal)
@@ -84,10 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     return run_or_print(
         args.apply,
         lambda: run_bench(args.config, extra, lossless=lossless),
-        lambda: render_bench_job(
-            load_config(args.config), args.account, new_run_id(lossless), extra, lossless=lossless
-        ),
+        lambda: render_checked(args.config, args.account, extra, lossless=lossless),
     )
+
+
+def render_checked(config_path: str | None, account: str, extra_args: list[str], *, lossless: bool) -> list[dict]:
+    config = load_config(config_path)
+    if problem := bench_args_problem(config, extra_args, lossless=lossless):
+        raise BuildError(problem)
+    return render_bench_job(config, account, new_run_id(lossless), extra_args, lossless=lossless)
 
 
 if __name__ == "__main__":

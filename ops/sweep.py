@@ -271,7 +271,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     for item in report.left_for_you:
         print(f"left for you: {item}")
-    print(f"sweep: {len(report.deleted)} deleted, {len(report.failed)} failed, {len(report.left_for_you)} left")
+    for item in report.failed:
+        print(f"not deleted: {item}; delete it in the console or run the sweep again", file=sys.stderr)
+    done = "would be deleted" if args.dry_run else "deleted"
+    print(f"sweep: {len(report.deleted)} {done}, {len(report.failed)} failed, {len(report.left_for_you)} left")
     return EXIT_FAILED if report.failed else EXIT_OK
 
 

@@ -14,7 +14,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from config.kubernetes import KUBECTL_LAYERS
-from config.schema import NODE_ROLE_LABEL, DeploymentConfig
+from config.schema import NODE_ROLE_LABEL, PRIVATE_SUBNET_PREFIX, PUBLIC_SUBNET_PREFIX, DeploymentConfig
 from stacks import container_insights
 from stacks.constructs.capacity_block_notice import CapacityBlockNotice
 from stacks.constructs.keda import Keda
@@ -41,6 +41,15 @@ def kubectl_layer(scope: Construct, version: str) -> lambda_.ILayerVersion:
     return getattr(importlib.import_module(module), cls)(scope, "KubectlLayer")
 
 
+# One public and one private subnet per zone; config.schema.smallest_vpc_prefix sizes the VPC for these masks.
+VPC_SUBNETS = [
+    ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=PUBLIC_SUBNET_PREFIX),
+    ec2.SubnetConfiguration(
+        name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=PRIVATE_SUBNET_PREFIX
+    ),
+]
+
+
 class ClusterStack(Stack):
     """Everything the cluster needs before workloads: it deletes cleanly with `cdk destroy`."""
 
@@ -53,14 +62,11 @@ class ClusterStack(Stack):
             ip_addresses=ec2.IpAddresses.cidr(net.vpc_cidr),
             availability_zones=net.availability_zones,
             nat_gateways=net.nat_gateways,
-            subnet_configuration=[
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
-                ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
-            ],
+            subnet_configuration=VPC_SUBNETS,
         )
         # S3 (checkpoints, artifacts, Mountpoint reads) off the NAT gateway: docs/coldstart.md, Network path.
         self.s3_endpoint = S3GatewayEndpoint(self, "S3Endpoint", vpc=self.vpc)
-        self.vpc.add_flow_log(
+        flow_log = self.vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(
                 logs.LogGroup(
@@ -70,6 +76,16 @@ class ClusterStack(Stack):
                     removal_policy=RemovalPolicy.DESTROY,
                 )
             ),
+        )
+        # Confused-deputy guard (VPC Flow Logs user guide, "IAM role for publishing flow logs"): the service may
+        # assume the role only for flow logs of this account and region. CDK's role trusts the service alone.
+        flow_log_role = flow_log.node.find_child("IAMRole").node.default_child
+        flow_log_role.add_property_override(
+            "AssumeRolePolicyDocument.Statement.0.Condition",
+            {
+                "StringEquals": {"aws:SourceAccount": self.account},
+                "ArnLike": {"aws:SourceArn": f"arn:{self.partition}:ec2:{self.region}:{self.account}:vpc-flow-log/*"},
+            },
         )
         secrets_key = kms.Key(
             self,

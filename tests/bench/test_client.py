@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
+import time
 import urllib.request
 from typing import Any
 
@@ -305,3 +306,29 @@ def test_streams_ending_together_are_stamped_after_the_server_wrote_and_before_w
         send = load.perf_start + r.start_s
         for stamp, written, read in zip(r.chunk_times_s, log["sent"], resumed.chunk_times_s, strict=True):
             assert written - 1e-6 <= send + stamp <= send + read + 1e-6
+
+
+def test_a_silent_endpoint_fails_in_the_probe_timeout_even_with_a_model_given() -> None:
+    """With --model the run skipped GET /v1/models and waited --request-timeout for every request: 623 s per
+    test case against a silent endpoint. The GET now runs anyway and bounds the wait."""
+    from tests.silent_endpoint import silent_server
+
+    async def go(base: str) -> str:
+        async with make_session() as session:
+            return await discover_model(session, base, 0.5, model="Qwen/Qwen3-32B")
+
+    with silent_server() as port:
+        started = time.monotonic()
+        with pytest.raises(ConnectionError, match=f"cannot reach http://127.0.0.1:{port}/v1/models"):
+            asyncio.run(go(f"http://127.0.0.1:{port}"))
+        assert time.monotonic() - started < 5
+
+
+def test_a_given_model_is_used_when_the_endpoint_answers(serve: Serve) -> None:
+    url = serve(Script(model="Qwen/Qwen3-32B", **FAST))
+
+    async def go() -> str:
+        async with make_session() as session:
+            return await discover_model(session, url, model="served-name")
+
+    assert asyncio.run(go()) == "served-name"

@@ -237,3 +237,84 @@ def test_cost_comes_from_the_configured_price_and_each_profiles_share_of_the_nod
     assert main(["report", str(out), "--out", str(tmp_path / "rep"), "--config", str(tmp_path / "priced.yaml")]) == 0
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "| one | fixed | speculative | 20.00 |" in md and "cost at 40.00 USD per node-hour" in md
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--request-timeout", "0", "must be greater than 0"),
+        ("--request-timeout", "-1", "must be greater than 0"),
+        ("--request-timeout", "nan", "not a finite number"),
+        ("--request-timeout", "inf", "not a finite number"),
+        ("--max-duration", "nan", "not a finite number"),
+        ("--concurrency", "-1", "below 1"),
+        ("--concurrency", "0", "below 1"),
+        ("--rate", "0", "must be greater than 0"),
+        ("--rate", "nan", "not a finite number"),
+        ("--requests", "abc", "'abc' is not a whole number"),
+        ("--requests", "0", "below 1"),
+        ("--warmup", "-1", "below 0"),
+        ("--max-tokens", "0", "below 1"),
+    ],
+)
+def test_run_flags_are_refused_at_parse_time_with_the_flag_and_the_range(
+    flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: 0/-1/nan timeouts disabled the timeout, --concurrency -1 ran 31 s then said "cannot reach"."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--endpoint", "a=http://127.0.0.1:9", flag, value])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err and words in err and "Traceback" not in err
+
+
+def test_tune_refuses_a_cost_ratio_that_is_not_a_finite_number(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["tune", "r.json", "--cost-ratio", "nan"])
+    assert exit_.value.code == 2 and "not a finite number" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["directory", "under a file"])
+def test_an_unwritable_out_is_refused_before_any_request(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a traceback after the first test case. Port 9 refuses: reaching it would be exit 1, not 2."""
+    (tmp_path / "file").write_text("")
+    out = tmp_path if where == "directory" else tmp_path / "file" / "r.json"
+    assert main(["run", "--endpoint", "a=http://127.0.0.1:9", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {str(out)!r}" in err and "choose another path" in err and "cannot reach" not in err
+
+
+def test_a_results_file_that_becomes_unwritable_mid_run_is_a_sentence(
+    serve: Serve, slow_suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    import bench.__main__ as cli
+
+    def full_disk(results: object, path: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cli, "save_results", full_disk)
+    url = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none"))
+    assert main(_run_cmd(url, slow_suite, tmp_path / "r.json")[3:]) == 1
+    err = capsys.readouterr().err
+    assert "cannot write the results to" in err and "No space left on device" in err
+
+
+@pytest.mark.parametrize("change", ["another endpoint", "another URL"])
+def test_resume_refuses_a_different_endpoint_list(
+    change: str, serve: Serve, slow_suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One results file must not mix two runs' variants."""
+    url = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none"))
+    other = serve(Script(ttft_s=0.02, step_s=0.001, metrics="none"))
+    assert other != url
+    out = tmp_path / "r.json"
+    assert main(_run_cmd(url, slow_suite, out)[3:]) == 0
+    before = out.read_bytes()
+    cmd = _run_cmd(url if change == "another endpoint" else other, slow_suite, out, "--resume")[3:]
+    if change == "another endpoint":
+        cmd.append(f"--endpoint=second={other}")
+    assert main(cmd) == 1
+    assert "pass the same --endpoint list, or a new --out" in capsys.readouterr().err
+    assert out.read_bytes() == before

@@ -158,3 +158,37 @@ def test_a_file_from_before_stop_modes_outputs_and_prices_still_loads(bench_resu
     results = load_results(old)
     assert {r.stop for r in results.runs} == {"fixed"} and results.settings.stops == ["fixed"]
     assert all(c.compared == 0 for c in check(results)) and costs(results, price=40.0) == []
+
+
+def test_a_crash_while_writing_leaves_the_previous_complete_file(
+    bench_results: BenchResults, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written in place, a crash mid-write would leave a truncated file and lose every finished case."""
+    import bench.results
+
+    path = save_results(bench_results, tmp_path / "r.json")
+    before = path.read_bytes()
+    real_open = open
+
+    class HalfWritten:
+        """A file whose write stores half the text, then fails as a killed process or a full disk would."""
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            self.file = real_open(*args, **kwargs)  # type: ignore[call-overload]
+
+        def __enter__(self) -> HalfWritten:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.file.close()
+
+        def write(self, text: str) -> int:
+            self.file.write(text[: len(text) // 2])
+            self.file.flush()
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(bench.results, "open", HalfWritten, raising=False)
+    changed = bench_results.model_copy(update={"baseline_variant": "speculative"})
+    with pytest.raises(OSError, match="No space left"):
+        save_results(changed, path)
+    assert path.read_bytes() == before and load_results(path) == bench_results

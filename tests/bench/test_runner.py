@@ -147,3 +147,34 @@ def test_every_request_of_a_case_sends_its_own_prompt_and_every_variant_the_same
     assert measured == [p for p in spec if "meaning of life" in p][-REQUESTS:]
     warm = [p for p in base if "meaning of life" in p][:-REQUESTS]
     assert warm and not set(warm) & set(measured)  # warm-up prompts are not reused
+
+
+def test_a_silent_endpoint_stops_the_run_in_the_probe_timeout_even_with_a_model_given() -> None:
+    """With --model the run skipped GET /v1/models and waited --request-timeout for every request: 623 s per
+    test case against a silent endpoint (about 104 minutes for the default suite)."""
+    import time
+
+    from tests.silent_endpoint import silent_server
+
+    settings = RunSettings(
+        suite="default",
+        api="chat",
+        mode="interleaved",
+        concurrency=1,
+        rate=None,
+        requests=1,
+        warmup=0,
+        max_tokens=4,
+        seed=0,
+        continuous_usage=True,
+    )
+    options = RunOptions(request_timeout_s=600, model="Qwen/Qwen3-32B", probe_timeout_s=0.5)
+    with silent_server() as port:
+        started = time.monotonic()
+        with pytest.raises(ConnectionError, match="cannot reach"):
+            asyncio.run(
+                run_benchmark(
+                    [Endpoint("solo", f"http://127.0.0.1:{port}")], DEFAULT_SUITE, settings, options=options, log=print
+                )
+            )
+        assert time.monotonic() - started < 5

@@ -21,3 +21,25 @@ def test_selfcheck_reports_accuracy_and_cpu(capsys: pytest.CaptureFixture[str]) 
 def test_selfcheck_bounds_its_arguments() -> None:
     with pytest.raises(SystemExit):
         main(["--seconds", "1000"])
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--tolerance-pct", "nan", "not a finite number"),  # was PASS: nothing compares greater than nan
+        ("--tolerance-pct", "-1", "at least 0"),
+        ("--tokens-per-s", "nan", "not a finite number"),
+        ("--tokens-per-s", "0", "greater than 0"),
+        ("--pattern", "1,x", "not comma-separated whole numbers"),
+        ("--pattern", "0", "below 1 token"),
+        ("--streams", "0", "below 1"),
+        ("--ttft-ms", "inf", "not a finite number"),
+    ],
+)
+def test_selfcheck_refuses_bad_numbers_at_parse_time(
+    flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main([flag, value])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"argument {flag}" in err and words in err and "Traceback" not in err

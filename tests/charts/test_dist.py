@@ -21,3 +21,12 @@ def test_dist_command_reports_a_bad_config_without_a_traceback(tmp_path, capsys)
     assert main(["--config", str(bad), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "name='Not_Valid'" in err and "Traceback" not in err
+
+
+def test_an_unwritable_out_is_a_sentence_not_a_traceback(tmp_path, capsys):
+    """--out naming a file (or a folder under one) was an OSError traceback."""
+    (tmp_path / "file").write_text("")
+    for out in (tmp_path / "file", tmp_path / "file" / "dist"):
+        assert main(["--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot write to --out {str(out)!r}" in err and "Traceback" not in err

@@ -96,7 +96,6 @@ def test_every_job_command_parses_with_the_model_build_cli(default_config):
 
 def test_a_vllm_neuron_build_runs_the_deployments_own_command_line():
     """The compile cache is filled by exactly the vLLM command line the service runs."""
-    import json
     import shlex
 
     from charts import render_serving
@@ -112,5 +111,5 @@ def test_a_vllm_neuron_build_runs_the_deployments_own_command_line():
         (line,) = [x for x in build_script(config, p, "bucket").splitlines() if " compile " in x]
         args = parser.parse_args(shlex.split(line)[3:])
         (vllm,) = [c for c in deployments[p.name]["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm"]
-        assert json.loads(args.vllm_argv_json) == vllm_argv(vllm)  # what the start-up guard runs
+        assert args.vllm_argv_json == vllm_argv(vllm)  # what the start-up guard runs (parsed: a list)
         assert args.port == p.port

@@ -55,3 +55,17 @@ def test_the_rendered_claim_holds_the_devices_and_logical_core_size_that_give_th
             else [{"requests": [request["name"]], "matchAttribute": f"resource.aws.com/devicegroup{devices}_id"}]
         )
         assert claim.get("constraints") == expected, name
+
+
+@pytest.mark.parametrize("instance_type", ["trn2u.48xlarge", "trn2.48xlarge"])
+def test_every_claim_selects_the_configured_instance_type(instance_type):
+    """A claim hard-coding trn2.48xlarge would leave a trn2u deployment's pods Pending forever."""
+    data = default_config_dict()
+    data["trn2_nodes"]["instance_type"] = instance_type
+    claims = of_kind(render_serving(parse_config(data), TEST_BUCKET), "ResourceClaimTemplate")
+    assert {"baseline-neuron", "speculative-neuron"} <= set(claims)
+    for claim in claims.values():
+        (request,) = claim["spec"]["spec"]["devices"]["requests"]
+        expressions = [s["cel"]["expression"] for s in request["exactly"]["selectors"]]
+        named = [e for e in expressions if ".instanceType" in e]
+        assert named and all(e.endswith(f".instanceType == '{instance_type}'") for e in named), named

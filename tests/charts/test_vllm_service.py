@@ -358,3 +358,39 @@ def test_a_dflash_service_on_one_device_is_a_valid_kubernetes_object():
     claim = of_kind(objects, "ResourceClaimTemplate")["dflash-neuron"]
     (request,) = claim["spec"]["spec"]["devices"]["requests"]
     assert request["exactly"]["count"] == 1
+
+
+def _one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def _vllm_arg(objects: list[dict[str, Any]], flag: str, value: str) -> None:
+    args = _one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    args[args.index(flag) + 1] = value
+
+
+# Differences the comparison must still see: each is outside ALLOWED_DIFFERENCES, so widening the allow-list
+# to hide it (e.g. ignoring Service ports) fails its row.
+NON_DECODING_CHANGES = {
+    "Service port": lambda objs: _one(objs, "Service")["spec"]["ports"][0].update(port=8001),
+    "vLLM image": lambda objs: _one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0].update(
+        image="public.ecr.aws/neuron/other:1"
+    ),
+    "--max-num-seqs": lambda objs: _vllm_arg(objs, "--max-num-seqs", "8"),
+    "claimed devices": lambda objs: _one(objs, "ResourceClaimTemplate")["spec"]["spec"]["devices"]["requests"][0][
+        "exactly"
+    ].update(count=16),
+    "replicas": lambda objs: _one(objs, "Deployment")["spec"].update(replicas=2),
+    "mount options": lambda objs: _one(objs, "PersistentVolume")["spec"]["mountOptions"].append("allow-other"),
+}
+
+
+@pytest.mark.parametrize("change", NON_DECODING_CHANGES)
+def test_a_difference_outside_the_allowed_list_is_seen(default_config, change):
+    groups = render_groups(default_config, TEST_BUCKET)
+    baseline = _decoding_free(groups["service-baseline"], "baseline", None)
+    draft = default_config.models[default_config.profiles[1].decoding.draft]
+    changed = copy.deepcopy(groups["service-speculative"])
+    NON_DECODING_CHANGES[change](changed)
+    assert _decoding_free(changed, "speculative", f"{draft.hf_id}/{draft.revision}") != baseline

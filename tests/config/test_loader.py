@@ -137,3 +137,58 @@ def test_a_huge_value_is_shortened_in_the_sentence(tmp_path):
     )
     (problem,) = _load_text(tmp_path, text)
     assert problem.startswith("trn2_nodes.instance_type") and "..." in problem and len(problem) < 300
+
+
+def test_a_device_is_refused_before_it_is_read():
+    """/dev/zero never ends: reading it whole was a MemoryError traceback."""
+    with pytest.raises(ConfigError, match="'/dev/zero' is not a regular file"):
+        load_config("/dev/zero")
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
+    """Opening a FIFO for reading blocks until someone writes to it: it hung forever."""
+    import os
+    import threading
+
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    outcome: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_config(fifo)
+        except ConfigError as err:
+            outcome.append(err)
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive(), "load_config is still waiting on the FIFO"
+    assert "is not a regular file" in str(outcome[0])
+
+
+def test_a_directory_is_refused_with_a_sentence(tmp_path):
+    with pytest.raises(ConfigError, match="is not a regular file"):
+        load_config(tmp_path)
+
+
+@pytest.mark.parametrize("path", ["", " "])
+def test_an_empty_config_path_is_refused_not_read_as_the_default(path):
+    """`make deploy CONFIG=` passes `-c config=`; it silently meant config/default.yaml."""
+    with pytest.raises(ConfigError, match="config path is empty") as err:
+        load_config(path)
+    assert "CONFIG=config/default.yaml" in str(err.value)
+
+
+def test_the_app_refuses_an_empty_config_path():
+    result = _run_app("config=")
+    assert result.returncode == 2 and "config path is empty" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_yaml_merge_key_is_refused_with_a_sentence(tmp_path):
+    text = (ROOT / "config/default.yaml").read_text()
+    text = text.replace("system_nodes:\n", "base: &base {disk_gib: 100}\nsystem_nodes:\n  <<: *base\n", 1)
+    (problem,) = _load_text(tmp_path, text)
+    line = text.splitlines().index("  <<: *base") + 1
+    assert f"line {line} uses a YAML merge key (<<); write the keys out" in problem

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from config import ConfigError, parse_config
-from config.schema import DraftSpeculation
+from config.schema import MAX_PROFILES, DraftSpeculation
 from tests.conftest import default_config_dict
 
 
@@ -177,6 +177,18 @@ CROSS_FIELD_RULES = {
         _set("network.availability_zones", ["us-west-2a", "us-east-2b"]),
         "contains 'us-west-2a', which is not in region us-east-2",
     ),
+    "a profile without speculation": (
+        _set("profiles.0.decoding", {"method": "fused-draft", "draft": "qwen3-0-6b", "num_speculative_tokens": 5}),
+        "every profile speculates",
+    ),
+    "profiles within the template limit": (
+        _all(
+            _set("trn2_nodes.max_size", 64),
+            _set("serving.placement", {"devices": 1, "tensor_parallel_size": 4}),
+            lambda data: data["profiles"].extend({"name": f"p{i}"} for i in range(MAX_PROFILES - 1)),
+        ),
+        f"{MAX_PROFILES + 1} profiles are more than {MAX_PROFILES}",
+    ),
     "alarm topic in the region": (
         _set("observability.alarm_topic_arn", "arn:aws:sns:us-west-2:123456789012:alerts"),
         "create the topic in us-east-2",
@@ -220,7 +232,7 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ("serving.image.tag", "latest", ["image tag 'latest'"]),
         ("name", "Trn_Specdec", ["name='Trn_Specdec'", "malformed"]),
         ("profiles.0.name", "Baseline!", ["profiles[0].name='Baseline!'", "malformed"]),
-        ("admin_principal_arn", "admin", ["admin_principal_arn='admin'", "malformed"]),
+        ("admin_principal_arn", "admin", ["admin_principal_arn: 'admin' is malformed", "role/<name>"]),
         ("trn2_nodes.capacity_reservation_id", "cr-0123456789abcdef0", ["capacity_reservation_id", "CAPACITY_BLOCK"]),
         ("trn2_nodes.availability_zone", "us-west-2a", ["availability_zone='us-west-2a'"]),
         ("profiles.1.decoding.draft", "qwen3-8b", ["draft='qwen3-8b'", "add it under models"]),
@@ -235,7 +247,51 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ("observability.alarm_topic_arn", "alerts", ["alarm_topic_arn='alerts'", "malformed"]),
         ("network.vpc_cidr", "10.64.1.7/16", ["network.vpc_cidr", "host bits", "10.64.0.0/16"]),
         ("network.vpc_cidr", "999.999.999.999/16", ["network.vpc_cidr", "not an IPv4 network"]),
-        ("network.vpc_cidr", "10.0.0.0/8", ["network.vpc_cidr", "/16 to /24"]),
+        ("network.vpc_cidr", "10.0.0.0/8", ["network.vpc_cidr", "/16 to /18"]),
+        ("network.vpc_cidr", "10.64.0.0/19", ["network.vpc_cidr: '10.64.0.0/19'", "too small", "/16 to /18"]),
+        ("network.vpc_cidr", "10.64.0.0/24", ["network.vpc_cidr: '10.64.0.0/24'", "too small", "/16 to /18"]),
+        (
+            "network",
+            {"vpc_cidr": "10.64.0.0/18", "availability_zones": [f"us-east-2{z}" for z in "abcd"]},
+            ["vpc_cidr='10.64.0.0/18' is too small for 4 availability zones", "use a /17 or larger", "10.64.0.0/17"],
+        ),
+        (
+            "system_nodes.instance_type",
+            "m7g.xlarge",
+            ["system_nodes.instance_type: 'm7g.xlarge'", "Graviton", "m7i.xlarge"],
+        ),
+        ("system_nodes.instance_type", "c6gn.large", ["instance_type: 'c6gn.large'", "Graviton"]),
+        ("system_nodes.instance_type", "t4g.medium", ["instance_type: 't4g.medium'", "Graviton"]),
+        ("system_nodes.instance_type", "a1.large", ["instance_type: 'a1.large'", "Graviton"]),
+        ("name", "trn--specdec", ["name: 'trn--specdec'", "TrnSpecdec-*", "start every part after a hyphen"]),
+        ("name", "a-1", ["name: 'a-1'", "A1-*", "start every part after a hyphen"]),
+        ("namespace", "kube-system", ["namespace: 'kube-system'", "system namespace", "e.g. trn-specdec"]),
+        ("namespace", "default", ["namespace: 'default'", "system namespace"]),
+        ("namespace", "kube-public", ["namespace: 'kube-public'", "system namespace"]),
+        ("namespace", "kube-anything", ["namespace: 'kube-anything'", "system namespace"]),
+        ("namespace", "amazon-cloudwatch", ["namespace: 'amazon-cloudwatch'", "system namespace"]),
+        ("observability.metrics_namespace", "AWS/EC2", ["metrics_namespace: 'AWS/EC2'", "reserves", "TrnSpecdec"]),
+        ("observability.metrics_namespace", "aws/bench", ["metrics_namespace: 'aws/bench'", "reserves"]),
+        (
+            "admin_principal_arn",
+            "arn:aws:sts::123456789012:assumed-role/Admin/alice",
+            [
+                "admin_principal_arn: 'arn:aws:sts::123456789012:assumed-role/Admin/alice'",
+                "STS session",
+                "arn:aws:iam::123456789012:role/Admin",
+            ],
+        ),
+        # strict types: YAML's true is not 1, a float is not a count, bytes (!!binary) are not a name
+        ("trn2_nodes.max_size", True, ["trn2_nodes.max_size=True", "valid integer"]),
+        ("profiles.1.decoding.num_speculative_tokens", True, ["num_speculative_tokens=True", "valid integer"]),
+        ("serving.placement.logical_neuron_cores", True, ["logical_neuron_cores=True", "valid integer"]),
+        ("serving.placement.logical_neuron_cores", 4, ["logical_neuron_cores: 4 is not 1 or 2"]),
+        ("serving.port", 8000.0, ["port=8000.0", "valid integer"]),
+        ("trn2_nodes.hourly_price_usd", True, ["hourly_price_usd=True", "valid number"]),
+        ("bucket.retain_on_delete", 1, ["retain_on_delete=1", "valid boolean"]),
+        ("name", b"trn-specdec", ["name=b'trn-specdec'", "valid string"]),
+        ("trn2_nodes.capacity_block_end", 1, ["capacity_block_end=1", "valid datetime"]),  # lax: 1970-01-01
+        ("trn2_nodes.capacity_block_end", "tomorrow", ["capacity_block_end: 'tomorrow' is not a timestamp"]),
         ("network.api_public_cidrs", ["203.0.113.0/24", "not-a-cidr"], ["network.api_public_cidrs", "[1]"]),
         ("network.api_public_cidrs", ["203.0.113.7/24"], ["api_public_cidrs", "[0]", "203.0.113.0/24"]),
         ("network.api_public_cidrs", ["203.0.113.7"], ["api_public_cidrs", "no prefix length", "/32"]),
@@ -258,6 +314,34 @@ def test_invalid_value_names_field_value_and_fix(path, value, expected):
     text = "\n".join(problems)
     for fragment in expected:
         assert fragment in text, f"{fragment!r} not in:\n{text}"
+
+
+def test_stack_names_are_one_to_one_over_names_that_differ_in_hyphens_or_digits():
+    """Every accepted name of up to four characters from {a, b, 1, -} gets its own stack names (a-1/a1 and
+    trn--specdec/trn-specdec collided before); deploying one deployment can never update another's stacks."""
+    import itertools
+
+    owners: dict[str, str] = {}
+    data = default_config_dict()
+    for length in range(1, 5):
+        for chars in itertools.product("ab1-", repeat=length):
+            name = "".join(chars)
+            try:
+                config = parse_config({**data, "name": name})
+            except ConfigError:
+                continue
+            prefix = config.stack_names["cluster"]
+            assert prefix not in owners, f"{name!r} and {owners[prefix]!r} both synthesize {prefix}"
+            owners[prefix] = name
+    assert {"a", "a1", "a-b", "ab", "a-b1"} <= set(owners.values())
+
+
+def test_the_vpc_size_rule_matches_cdks_subnet_allocation():
+    """smallest_vpc_prefix mirrors how aws-cdk-lib allocates the subnets; test_cluster_stack checks it against
+    the real allocator, this row only pins the numbers the README and the field description quote."""
+    from config.schema import smallest_vpc_prefix
+
+    assert [smallest_vpc_prefix(z) for z in range(2, 7)] == [18, 18, 17, 17, 17]
 
 
 def test_endpoint_is_private_by_default_and_listed_networks_are_kept():
@@ -459,3 +543,21 @@ def test_an_unknown_method_names_every_stacks_methods():
     (problem,) = problems_for(lambda d: d["profiles"][1]["decoding"].update(method="eagle"))
     assert "method='eagle' is unknown" in problem
     assert "none, fused-draft (legacy-v0 stack)" in problem and "none, eagle3, dflash (vllm-neuron stack)" in problem
+
+
+def test_the_shipped_configs_publish_disjoint_metric_series():
+    """Both shipped configs have a `baseline` profile: in one CloudWatch namespace their Variant=baseline
+    series (and dashboards, alarms) would mix two deployments' numbers."""
+    from pathlib import Path
+
+    from config import load_config
+
+    shipped = sorted(Path(__file__).resolve().parents[2].glob("config/*.yaml"))
+    assert len(shipped) >= 2
+    owners: dict[tuple[str, str], str] = {}
+    for path in shipped:
+        config = load_config(path)
+        for profile in config.profiles:
+            series = (config.observability.metrics_namespace, profile.name)
+            assert series not in owners, f"{path.name} and {owners[series]} both publish {series}"
+            owners[series] = path.name

@@ -163,6 +163,16 @@ def test_exit_codes_are_the_projects():
     )
 
 
+def test_a_file_longer_than_the_manifest_says_fails_without_deep(mounted, plans, capsys):
+    """A size check that only caught truncation (`size < expected`) would let this pass."""
+    path = mounted / FILE
+    size = path.stat().st_size
+    with path.open("ab") as grown:
+        grown.write(b"\0" * 10)
+    code, text = _run(capsys, mounted, plans["speculative"].expected())
+    assert code == 1 and f"{FILE}: {size + 10} bytes on disk, manifest says {size}" in text
+
+
 SERVE_ARGV = ["vllm", "serve", "/models/checkpoints/q", "--max-num-seqs", "4", "--additional-config", '{"a":1}']
 GRAPH_ARGS = ["--additional-config", '{"a":1}']
 

@@ -102,3 +102,31 @@ def test_a_command_asks_headbucket_once(tmp_path, plans, bucket, monkeypatch, ca
     assert main(["publish", "baseline", "--from", str(out), "--part-size-mib", "5"]) == 0
     assert main(["verify", "baseline"]) == 0
     assert calls.count("HeadBucket") == 2, calls  # one per command
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("not json", "is not JSON"),
+        ('{"vllm": "serve"}', "is a JSON dict, not a non-empty list of strings"),
+        ("[]", "not a non-empty list of strings"),
+        ('["vllm", 8000]', "not a non-empty list of strings"),
+    ],
+)
+def test_a_vllm_argv_that_is_not_a_json_list_of_strings_is_one_usage_line(value, words, capsys, tmp_path):
+    """Was a JSONDecodeError / TypeError traceback from inside the cache build."""
+    assert main(["compile", "baseline", "--out", str(tmp_path), "--vllm-argv-json", value]) == 2
+    err = capsys.readouterr().err
+    assert "argument --vllm-argv-json" in err and words in err and "Traceback" not in err
+
+
+def test_ctrl_c_is_exit_130_with_how_to_resume(monkeypatch, capsys):
+    """Ctrl-C during any command (here while reading the config) is 130, never 1 ("artifact mismatch")."""
+    import model_build.cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(model_build.cli, "load_config", interrupted)
+    assert main(["plan", "baseline"]) == 130
+    assert "interrupted; re-run the same command to resume" in capsys.readouterr().err

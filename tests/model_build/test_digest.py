@@ -171,3 +171,13 @@ def test_a_change_in_the_compile_keywords_alone_moves_the_digest(default_config,
     monkeypatch.setattr(neuron_config, "target_neuron_config", lambda p: {**derive(p), "ctx_batch_size": 2})
     assert profile_digest(default_config, profile) != before
     assert artifact_inputs(default_config, profile)["neuron_config"]["draft"]["ctx_batch_size"] == 2
+
+
+def test_the_digest_of_the_inputs_does_not_depend_on_their_key_order(default_config):
+    """artifact_inputs builds its dict in one order, so reordering the config file cannot show this: without
+    sort_keys a refactor that reorders those keys would silently move every artifact prefix."""
+    from model_build.digest import artifact_inputs, digest_of
+
+    for profile in default_config.profiles:
+        inputs = artifact_inputs(default_config, profile)
+        assert digest_of(_reversed(inputs)) == digest_of(inputs)

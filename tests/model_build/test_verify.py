@@ -95,3 +95,14 @@ def test_a_local_manifest_file_is_checked_offline(published, s3, bucket, capsys,
     code = main(["verify", "baseline", "--manifest-file", str(path)])
     err = capsys.readouterr().err
     assert code == 1 and "digest: manifest has" in err and "decoding: artifact was built with" in err
+
+
+def test_an_object_the_manifest_does_not_list_is_reported_with_how_to_remove_it(published, s3, bucket, capsys):
+    """Serving mounts the whole prefix; an extra object passed every check before."""
+    prefix = artifact_prefix(published.digest)
+    s3.put_object(Bucket=bucket, Key=prefix + "weights/extra.bin", Body=b"x")
+    for args in ([], ["--deep"]):
+        code, _, err = _verify(capsys, *args)
+        assert code == 1, args
+        assert "weights/extra.bin: not listed in manifest.json" in err
+        assert f"aws s3 rm s3://{bucket}/{prefix}weights/extra.bin" in err

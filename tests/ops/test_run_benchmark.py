@@ -21,3 +21,26 @@ def test_render_prints_the_job_of_the_chosen_mode(
     assert job["metadata"]["name"].startswith(name)
     run = shlex.split(job["spec"]["template"]["spec"]["containers"][0]["command"][2].splitlines()[-1])
     assert mode in run and run[-2:] == ["--requests", "4"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--requests", "abc"], "argument --requests: 'abc' is not a whole number"),
+        (["--concurrency", "-1"], "argument --concurrency: -1 is below 1"),
+        (["--request-timeout", "nan"], "not a finite number"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["--out", "/tmp/x.json"], "sets --out, which the Job sets itself"),
+        (["--endpoint", "x=http://x:1"], "sets --endpoint, which the Job sets itself"),
+        (["--up", "s3://b/k"], "sets --upload, which the Job sets itself"),  # an abbreviation argparse accepts
+    ],
+)
+def test_bench_args_are_refused_before_the_job_is_rendered_or_applied(
+    extra: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make bench BENCH_ARGS=...` reached the Job unvalidated: `--requests abc` failed in the pod."""
+    for mode in (["--account", "000000000000"], ["--apply"]):  # --apply stops before any AWS or kubectl call
+        assert main([*mode, "--", *extra]) == 2
+        captured = capsys.readouterr()
+        assert "BENCH_ARGS" in captured.err and words in captured.err and "Traceback" not in captured.err
+        assert captured.out == ""

@@ -153,7 +153,48 @@ def test_dry_run_deletes_nothing_and_lists_the_same_resources(world):
 
 def test_cli_reads_the_config_and_exits_zero_on_a_clean_account(aws_env, capsys):
     assert main(["--dry-run"]) == 0
-    assert "sweep: 0 deleted, 0 failed" in capsys.readouterr().out
+    assert "sweep: 0 would be deleted, 0 failed" in capsys.readouterr().out
+
+
+def test_a_dry_run_says_would_be_deleted_and_deletes_nothing(aws_env, capsys):
+    ec2 = boto3.session.Session(region_name="us-east-2").client("ec2")
+    spec = [{"ResourceType": "security-group", "Tags": [{"Key": DEPLOYMENT_TAG, "Value": "trn-specdec"}]}]
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    group = ec2.create_security_group(GroupName="g", Description="g", VpcId=vpc, TagSpecifications=spec)["GroupId"]
+    assert main(["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"would delete security group {group}" in out and "sweep: 1 would be deleted, 0 failed" in out
+    assert group in {g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]}
+
+
+def test_the_cli_exits_nonzero_when_a_deletion_fails(aws_env, capsys, monkeypatch):
+    """`make destroy` must not report success while a resource of the deployment remains. moto deletes a group
+    in use, so EC2's refusal is injected at the client: every DeleteSecurityGroup answers UnauthorizedOperation."""
+    from botocore.exceptions import ClientError
+
+    import ops.sweep
+
+    real_client = ops.sweep._client
+
+    def refusing_client(session, service):
+        client = real_client(session, service)
+        if service == "ec2":
+
+            def refuse(**kwargs):
+                raise ClientError({"Error": {"Code": "UnauthorizedOperation"}}, "DeleteSecurityGroup")
+
+            client.delete_security_group = refuse
+        return client
+
+    monkeypatch.setattr(ops.sweep, "_client", refusing_client)
+    ec2 = boto3.session.Session(region_name="us-east-2").client("ec2")
+    spec = [{"ResourceType": "security-group", "Tags": [{"Key": DEPLOYMENT_TAG, "Value": "trn-specdec"}]}]
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    group = ec2.create_security_group(GroupName="g", Description="g", VpcId=vpc, TagSpecifications=spec)["GroupId"]
+    assert main([]) == 1
+    captured = capsys.readouterr()
+    assert "sweep: 0 deleted, 1 failed" in captured.out
+    assert f"not deleted: security group {group}: UnauthorizedOperation" in captured.err
 
 
 def test_cli_refuses_while_a_stack_of_this_deployment_exists(aws_env, capsys):

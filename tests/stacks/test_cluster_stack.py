@@ -194,6 +194,67 @@ def test_capacity_block_launch_template_attaches_no_placement_group(variant_synt
     assert variant_synth.resources("Cluster", "AWS::EC2::PlacementGroup") == {}
 
 
+def test_every_namespace_the_add_ons_use_is_refused_as_the_workloads_namespace(synth):
+    """Read from the rendered template, not from our constants: an add-on moved to a new namespace must not
+    become a namespace the charts may take over (and cover with a default-deny ingress policy)."""
+    import pytest
+
+    from config import ConfigError, parse_config
+    from tests.conftest import default_config_dict
+
+    used = {
+        r["Properties"]["Namespace"]
+        for suffix in ("Cluster", "Workloads")
+        for r in synth.template(suffix)["Resources"].values()
+        if isinstance(r.get("Properties", {}).get("Namespace"), str)
+    } - {synth.config.namespace}
+    assert {"kube-system", "amazon-cloudwatch"} <= used
+    for namespace in sorted(used):
+        with pytest.raises(ConfigError, match="is a system namespace"):
+            parse_config({**default_config_dict(), "namespace": namespace})
+
+
+def test_every_vpc_size_the_config_accepts_holds_its_subnets_and_one_bit_less_does_not():
+    """Against aws-cdk-lib's own subnet allocator (no synth): per zone count, the smallest accepted VPC builds,
+    and the next smaller one fails in CDK (so the rule is as loose as it can be). /19 to /24 crashed synth."""
+    import pytest
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_ec2 as ec2
+
+    from config.schema import smallest_vpc_prefix
+    from stacks.cluster_stack import VPC_SUBNETS
+
+    def build(prefix: int, zones: int) -> None:
+        stack = Stack(App(), "Net")
+        ec2.Vpc(
+            stack,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(f"10.64.0.0/{prefix}"),
+            availability_zones=[f"us-east-2{z}" for z in "abcdef"[:zones]],
+            nat_gateways=1,
+            subnet_configuration=VPC_SUBNETS,
+        )
+
+    for zones in range(2, 7):
+        prefix = smallest_vpc_prefix(zones)
+        build(prefix, zones)
+        with pytest.raises(RuntimeError, match="exceeds remaining space"):
+            build(prefix + 1, zones)
+
+
+def test_the_flow_log_role_trusts_the_service_only_for_this_accounts_flow_logs(synth):
+    (role,) = [
+        r["Properties"]
+        for r in synth.resources("Cluster", "AWS::IAM::Role").values()
+        if "vpc-flow-logs.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+    ]
+    (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
+    condition = statement["Condition"]
+    assert condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    source_arn = json.dumps(condition["ArnLike"]["aws:SourceArn"])
+    assert ":vpc-flow-log/*" in source_arn and "AWS::AccountId" in source_arn
+
+
 def _private_route_tables(s) -> set[str]:
     """Route tables whose default route goes to a NAT gateway: the private subnets', where nodes and pods live."""
     routes = s.resources("Cluster", "AWS::EC2::Route").values()

@@ -76,6 +76,8 @@ def valid_configs(draw: st.DrawFn) -> dict[str, Any]:
         data["serving"]["image"]["tag"] = PLUGIN_TAG
         data["models"]["qwen3-32b-eagle3"] = EAGLE3_HEAD
     data["profiles"] = [draw(profiles(n, plugin)) for n in names]
+    if all(p["decoding"]["method"] != "none" for p in data["profiles"]):  # a config needs a reference (config rule)
+        data["profiles"][0]["decoding"] = {"method": "none"}
     data["serving"]["placement"] = draw(placements())
     data["kubernetes_version"] = draw(st.sampled_from(SUPPORTED_KUBERNETES_VERSIONS))
     data["bucket"]["retain_on_delete"] = draw(st.booleans())

@@ -112,6 +112,32 @@ def test_bench_role_publishes_only_in_its_namespace_and_writes_only_results(synt
     assert all(a in {"cloudwatch:PutMetricData", "s3:PutObject"} for s in statements for a in _actions(s))
 
 
+def _template_bytes(synth, suffix: str) -> int:
+    (path,) = synth.outdir.glob(f"*{suffix}.template.json")
+    return path.stat().st_size
+
+
+def test_the_profile_cap_keeps_the_workloads_template_under_cloudformations_limit(synth, three_profile_synths):
+    """Re-measures the bound behind MAX_PROFILES on the template files the CLI uploads: the default (2 profiles)
+    plus the growth per profile (3 profiles - 2), with 25% for 24-character names and longer model ids."""
+    from config.schema import CLOUDFORMATION_TEMPLATE_BYTES, MAX_PROFILES
+
+    two = _template_bytes(synth, "Workloads")
+    per_profile = _template_bytes(three_profile_synths["readme-spec-k5"], "Workloads") - two
+    assert 15_000 < per_profile < 30_000, per_profile
+    at_cap = two + (MAX_PROFILES - 2) * per_profile * 1.25
+    assert at_cap < CLOUDFORMATION_TEMPLATE_BYTES, f"{MAX_PROFILES} profiles need about {at_cap:,.0f} bytes"
+
+
+def test_the_app_reports_a_template_over_the_limit_as_a_sentence(tmp_path):
+    from app import oversized_templates
+
+    (tmp_path / "A-Workloads.template.json").write_bytes(b" " * 1_000_001)
+    (tmp_path / "A-Models.template.json").write_bytes(b"{}")
+    (problem,) = oversized_templates(tmp_path)
+    assert "stack A-Workloads synthesizes a 1,000,001-byte template" in problem and "remove profiles" in problem
+
+
 def test_each_service_role_reads_the_bucket_only_through_the_vpc_s3_endpoint(synth):
     """A serving role's S3 calls from anywhere but the cluster's gateway endpoint are denied; the stage, build and
     bench roles (and the deployer's own credentials, which stage and verify from outside) are not restricted."""
