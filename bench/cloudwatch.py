@@ -168,8 +168,20 @@ def publish(
     now: datetime | None = None,
 ) -> PublishReport:
     """PutMetricData every series of the results. Refuses results CloudWatch would reject as too old."""
+    return publish_series(series_from_results(results), namespace=namespace, region=region, client=client, now=now)
+
+
+def publish_series(
+    series: Sequence[Series],
+    *,
+    namespace: str,
+    region: str | None = None,
+    client: Any = None,
+    now: datetime | None = None,
+) -> PublishReport:
+    """PutMetricData the series, within the call limits. Refuses series CloudWatch would reject as too old."""
     now = now or datetime.now(UTC)
-    too_old = sorted({r.test_case for r in results.runs if now - r.started_at > MAX_AGE})
+    too_old = sorted({s.test_case for s in series if now - s.timestamp > MAX_AGE})
     if too_old:
         raise ValueError(
             f"runs {', '.join(too_old)} are older than 14 days, which CloudWatch does not accept; "
@@ -179,7 +191,7 @@ def publish(
         import boto3
 
         client = boto3.client("cloudwatch", region_name=region)
-    datums = build_datums(series_from_results(results))
+    datums = build_datums(series)
     batches = batch_datums(datums, namespace)
     for batch in batches:
         client.put_metric_data(Namespace=namespace, MetricData=batch)

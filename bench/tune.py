@@ -23,6 +23,9 @@ from config.speculation import K_RANGE
 
 DEFAULT_COST_RATIO = 0.05  # draft step / target step; Qwen3-1.7B vs Qwen3-32B is ~1.7/32 by parameters
 DISAGREEMENT = 0.05  # alpha: more than this between the two paths, and the table says so
+# Recommend the smallest k whose predicted speedup is within this fraction of the best: a larger k costs draft
+# compute and memory at every step and pays back less as load grows, so a 0.2% edge is not worth it.
+DEFAULT_TOLERANCE = 0.02
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,13 @@ class CaseFit:
 
     @property
     def best_k(self) -> int:
-        return max(self.predicted, key=lambda k: self.predicted[k])
+        return smallest_within(self.predicted, DEFAULT_TOLERANCE)
+
+
+def smallest_within(predicted: dict[int, float], tolerance: float) -> int:
+    """The smallest k whose predicted speedup is at least (1 - tolerance) x the best one."""
+    best = max(predicted.values())
+    return min(k for k, s in predicted.items() if s >= best * (1 - tolerance))
 
 
 def fit_alpha(speedup: float, k: int, c: float, tol: float = 1e-6) -> float:
@@ -102,8 +111,9 @@ def fit_cases(
     return fits
 
 
-def recommend(fits: list[CaseFit]) -> dict[str, int]:
-    """Best k per test-case kind (structured, open-ended) and overall, by mean predicted speedup."""
+def recommend(fits: list[CaseFit], tolerance: float = DEFAULT_TOLERANCE) -> dict[str, int]:
+    """Per test-case kind (structured, open-ended) and overall: the smallest k whose mean predicted speedup is
+    within `tolerance` of the best."""
     groups: dict[str, list[CaseFit]] = defaultdict(list)
     for f in fits:
         groups[f.kind].append(f)
@@ -111,7 +121,7 @@ def recommend(fits: list[CaseFit]) -> dict[str, int]:
     best: dict[str, int] = {}
     for name, group in groups.items():
         mean = {k: sum(f.predicted[k] for f in group) / len(group) for k in K_RANGE}
-        best[name] = max(mean, key=lambda k: mean[k])
+        best[name] = smallest_within(mean, tolerance)
     return best
 
 
@@ -119,7 +129,7 @@ def _opt(x: float | None, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
-def format_tuning(fits: list[CaseFit]) -> str:
+def format_tuning(fits: list[CaseFit], tolerance: float = DEFAULT_TOLERANCE) -> str:
     if not fits:
         return "no speculative runs with a known k and an acceptance length or TPOT speedup: nothing to tune"
     costs = sorted({f.c for f in fits})
@@ -128,7 +138,7 @@ def format_tuning(fits: list[CaseFit]) -> str:
         "alpha from the mean acceptance length L; 'alpha fit' from the TPOT speedup with the measured c",
         "",
         f"{'variant':<14}{'test case':<18}{'kind':<12}{'k':>3}{'alpha':>7}{'alpha fit':>10}{'c run':>7}"
-        f"  {'S(k) now':>8}  best k  S(best)",
+        f"  {'S(k) now':>8}   rec k  S(rec)",
     ]
     for f in fits:
         warn = ""
@@ -140,5 +150,6 @@ def format_tuning(fits: list[CaseFit]) -> str:
             f"   ({f.alpha_source}){warn}"
         )
     lines.append("")
-    lines += [f"recommended k ({kind}): {k}" for kind, k in sorted(recommend(fits).items())]
+    lines.append(f"recommended: the smallest k predicted within {tolerance:.1%} of the best")
+    lines += [f"recommended k ({kind}): {k}" for kind, k in sorted(recommend(fits, tolerance).items())]
     return "\n".join(lines)

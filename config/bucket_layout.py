@@ -21,3 +21,12 @@ def checkpoint_prefix(hf_id: str, revision: str) -> str:
 
 def results_key(run_id: str) -> str:
     return f"{RESULTS_PREFIX}{run_id}.json"
+
+
+# `bench sweep`'s crossover: the latest one at a fixed key, where the endpoint's spill threshold reads it
+# (schema: bench/sweep_report.py CrossoverFile, docs/sweep.md), and each sweep's own copy beside its results.
+CROSSOVER_KEY = f"{RESULTS_PREFIX}crossover.json"
+
+
+def sweep_prefix(run_id: str) -> str:
+    return f"{RESULTS_PREFIX}{run_id}/"

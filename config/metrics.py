@@ -25,3 +25,10 @@ RUN_THROUGHPUT = "RunOutputThroughput"
 REQUEST_ERRORS = "RequestErrors"
 ACCEPTANCE_RATE = "AcceptanceRate"
 MEAN_ACCEPTANCE_LENGTH = "MeanAcceptanceLength"
+# `bench sweep`: where speculation stops paying (the lowest load whose p50 TPOT speedup is below the floor), per
+# speculative Variant and prompt kind (TestCase `sweep/<kind>`), and the best goodput at the SLOs (TestCase
+# `sweep/all`). Published only when the sweep finds them.
+CROSSOVER_CONCURRENCY = "SpeculationCrossoverConcurrency"  # unit COUNT (requests in flight)
+CROSSOVER_RATE = "SpeculationCrossoverRate"  # unit PER_SECOND (requests per second)
+GOODPUT = "Goodput"  # unit PER_SECOND (requests per second within both SLOs)
+SWEEP_TEST_CASE_PREFIX = "sweep/"  # no test case name has a slash, so these never meet a case's series
