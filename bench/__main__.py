@@ -190,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--out", default="bench-sweep.json", help="the sweep file, rewritten after every point")
     sw.add_argument("--report-dir", help="where report.md, crossover.json, peer/ and plots go (default: --out's stem)")
     sw.add_argument("--resume", action="store_true", help="keep the points already in --out, run the missing ones")
+    sw.add_argument("--no-plots", action="store_true", help="no PNG plots (where matplotlib is not installed)")
     sw.add_argument("--config", help="deployment config (default config/default.yaml): SLOs, floor, max_num_seqs")
     sw.add_argument("--baseline", help="the endpoint speedups are against (default: the config's baseline)")
     sw.add_argument("--cloudwatch", action="store_true", help="publish the crossovers and best goodput")
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     swr.add_argument("--out", help="output folder (default: the sweep file's stem)")
     swr.add_argument("--config", help="deployment config (default config/default.yaml): SLOs and speedup floor")
     swr.add_argument("--cloudwatch", action="store_true", help="publish the crossovers and best goodput")
+    swr.add_argument("--no-plots", action="store_true", help="no PNG plots (where matplotlib is not installed)")
 
     pub = sub.add_parser("publish", help="publish a results file to CloudWatch (raw values, high resolution)")
     pub.add_argument("results")
@@ -488,7 +490,7 @@ def _sweep_outputs(sweep: object, source: Path, folder: Path, cfg: object | None
     from bench.sweep_report import crossover_file, sweep_series, write_sweep_report
 
     floor, slo = _sweep_policy(cfg)
-    paths = write_sweep_report(sweep, folder, floor, slo)  # type: ignore[arg-type]
+    paths = write_sweep_report(sweep, folder, floor, slo, plots=not args.no_plots)  # type: ignore[arg-type]
     for c in crossover_file(sweep, floor, slo).crossovers:  # type: ignore[arg-type]
         at = "none in the grid" if c.crossover is None else f"{c.crossover:g}"
         print(f"crossover {c.variant} {c.kind} ({c.load}): {at}" + (" (uncertain)" if c.uncertain else ""))

@@ -457,18 +457,24 @@ def plot_goodput(stats: Sequence[PointStats], slo: Slo, path: Path) -> Path:
     return path
 
 
-def write_sweep_report(sweep: SweepResults, out_dir: str | Path, floor: float, slo: Slo) -> list[Path]:
-    """report.md, crossover.json, peer/<variant>.jsonl and three PNG plots in out_dir."""
+def write_sweep_report(
+    sweep: SweepResults, out_dir: str | Path, floor: float, slo: Slo, *, plots: bool = True
+) -> list[Path]:
+    """report.md, crossover.json, peer/<variant>.jsonl and (`plots`, which needs matplotlib) three PNG plots."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stats = all_stats(sweep, slo)
-    plots = [
-        plot_speedup(sweep, floor, out / "speedup_vs_concurrency.png"),
-        plot_pareto(stats, out / "pareto.png"),
-        plot_goodput(stats, slo, out / "goodput_vs_rate.png"),
-    ]
+    images = (
+        [
+            plot_speedup(sweep, floor, out / "speedup_vs_concurrency.png"),
+            plot_pareto(stats, out / "pareto.png"),
+            plot_goodput(stats, slo, out / "goodput_vs_rate.png"),
+        ]
+        if plots
+        else []
+    )
     crossover = out / "crossover.json"
     crossover.write_text(crossover_file(sweep, floor, slo).model_dump_json(indent=1) + "\n", encoding="utf-8")
     md = out / "report.md"
-    md.write_text(markdown(sweep, floor, slo, images=[p.name for p in plots]), encoding="utf-8")
-    return [md, crossover, *plots, *write_peer_files(sweep, out, slo)]
+    md.write_text(markdown(sweep, floor, slo, images=[p.name for p in images]), encoding="utf-8")
+    return [md, crossover, *images, *write_peer_files(sweep, out, slo)]

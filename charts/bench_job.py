@@ -28,7 +28,7 @@ from charts.code_bundle import (
 from charts.neuron_claim import gi
 from charts.pod_security import non_root
 from charts.vllm_service import api_key_env
-from config.bucket_layout import results_key
+from config.bucket_layout import results_key, sweep_prefix
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 
 BENCH_SERVICE_ACCOUNT = "bench"
@@ -40,6 +40,9 @@ BENCH_IMAGE = "public.ecr.aws/docker/library/python:3.11-slim-bookworm"
 RESULTS_PATH = "/results"
 SCRATCH_TMP = "/tmp"  # UNPACKED_PATH and DEPS_PATH are under it
 BENCH_DEADLINE_HOURS = 4
+# The default load sweep (two cases, ten load points, three runs each, both variants) takes about 6 h on a
+# trn2.48xlarge at max_num_seqs 4 and 256 output tokens (docs/sweep.md); a wider one needs more.
+SWEEP_DEADLINE_HOURS = 12
 # The client's runtime packages, pinned to the versions requirements.lock holds.
 RUNTIME_PACKAGES = ("aiohttp", "pydantic", "pyyaml", "boto3")
 
@@ -56,27 +59,63 @@ def endpoints(config: DeploymentConfig) -> list[str]:
     return [f"{p.name}=http://{p.name}.{config.namespace}.svc.cluster.local:{p.port}" for p in order]
 
 
-def bench_script(
-    config: DeploymentConfig, bucket_name: str, run_id: str, extra_args: list[str], *, lossless: bool = False
-) -> str:
-    """The Job's shell script. `lossless`: the lossless check (`bench run --lossless`, batch size 1), which
-    publishes nothing to CloudWatch, so its latencies never mix with the benchmark's on the dashboard."""
-    results = f"{RESULTS_PATH}/{run_id}.json"
-    run = [
+def sweep_command(config: DeploymentConfig, bucket_name: str, run_id: str, extra_args: list[str]) -> list[str]:
+    """`bench sweep` against every service: the sweep file, report.md, crossover.json and the peer files go to
+    s3://<bucket>/results/<run id>/ (crossover.json also to results/crossover.json, for the spill threshold),
+    the crossovers and best goodput to CloudWatch. No plots here (matplotlib is not installed in the Job):
+    `make bench-sweep` draws them from the downloaded sweep file."""
+    return [
         "python3",
         "-m",
         "bench",
-        "run",
+        "sweep",
         *(a for e in endpoints(config) for a in ("--endpoint", e)),
         "--config",
         f"{CONFIG_PATH}/config.yaml",
         "--out",
-        results,
-        "--lossless" if lossless else "--cloudwatch",
+        f"{RESULTS_PATH}/{run_id}.json",
+        "--report-dir",
+        f"{RESULTS_PATH}/{run_id}",
+        "--no-plots",
+        "--cloudwatch",
         "--upload",
-        f"s3://{bucket_name}/{results_key(run_id)}",
+        f"s3://{bucket_name}/{sweep_prefix(run_id)}",
         *extra_args,
     ]
+
+
+def bench_script(
+    config: DeploymentConfig,
+    bucket_name: str,
+    run_id: str,
+    extra_args: list[str],
+    *,
+    lossless: bool = False,
+    sweep: bool = False,
+) -> str:
+    """The Job's shell script. `lossless`: the lossless check (`bench run --lossless`, batch size 1), which
+    publishes nothing to CloudWatch, so its latencies never mix with the benchmark's on the dashboard.
+    `sweep`: the load sweep (`bench sweep`) instead of one run."""
+    results = f"{RESULTS_PATH}/{run_id}.json"
+    run = (
+        sweep_command(config, bucket_name, run_id, extra_args)
+        if sweep
+        else [
+            "python3",
+            "-m",
+            "bench",
+            "run",
+            *(a for e in endpoints(config) for a in ("--endpoint", e)),
+            "--config",
+            f"{CONFIG_PATH}/config.yaml",
+            "--out",
+            results,
+            "--lossless" if lossless else "--cloudwatch",
+            "--upload",
+            f"s3://{bucket_name}/{results_key(run_id)}",
+            *extra_args,
+        ]
+    )
     return "\n".join(
         [
             "set -euo pipefail",
@@ -123,6 +162,7 @@ class BenchmarkJob(Construct):
         run_id: str,
         extra_args: list[str] | None = None,
         lossless: bool = False,
+        sweep: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = f"bench-{run_id}"
@@ -133,7 +173,7 @@ class BenchmarkJob(Construct):
             metadata=k8s.ObjectMeta(name=self.name, labels=labels),
             spec=k8s.JobSpec(
                 backoff_limit=0,
-                active_deadline_seconds=BENCH_DEADLINE_HOURS * 3600,
+                active_deadline_seconds=(SWEEP_DEADLINE_HOURS if sweep else BENCH_DEADLINE_HOURS) * 3600,
                 ttl_seconds_after_finished=7 * 24 * 3600,
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(labels=labels),
@@ -148,7 +188,9 @@ class BenchmarkJob(Construct):
                                 command=[
                                     "/bin/bash",
                                     "-c",
-                                    bench_script(config, bucket_name, run_id, extra_args or [], lossless=lossless),
+                                    bench_script(
+                                        config, bucket_name, run_id, extra_args or [], lossless=lossless, sweep=sweep
+                                    ),
                                 ],
                                 env=[
                                     *job_code_env(config.region),
@@ -185,7 +227,13 @@ class BenchmarkJob(Construct):
 
 
 def render_bench_job(
-    config: DeploymentConfig, account: str, run_id: str, extra_args: list[str], *, lossless: bool = False
+    config: DeploymentConfig,
+    account: str,
+    run_id: str,
+    extra_args: list[str],
+    *,
+    lossless: bool = False,
+    sweep: bool = False,
 ) -> list[dict]:
     app = cdk8s.App()
     chart = cdk8s.Chart(app, "bench", namespace=config.namespace, disable_resource_name_hashes=True)
@@ -197,5 +245,6 @@ def render_bench_job(
         run_id=run_id,
         extra_args=extra_args,
         lossless=lossless,
+        sweep=sweep,
     )
     return chart.to_json()

@@ -3,12 +3,15 @@
     python -m ops.run_benchmark --account ACCOUNT_ID [--config ...] [-- BENCH RUN ARGS]   # print the Job YAML
     python -m ops.run_benchmark --apply [--config ...] [-- BENCH RUN ARGS]                # what `make bench` runs
     python -m ops.run_benchmark --apply --lossless [--config ...]                         # `make bench-lossless`
+    python -m ops.run_benchmark --apply --sweep [--config ...] [-- BENCH SWEEP ARGS]      # `make bench-sweep`
 
 With --apply: apply the Job, stream its log, wait, then download the results file from
 s3://<bucket>/results/ into bench-results/ and write the Markdown report and plots next to it.
 Arguments after `--` go to `python -m bench run` (e.g. `-- --requests 16 --concurrency 4`). --lossless runs the
 lossless check instead (`bench run --lossless`: batch size 1, both stop modes, nothing published to CloudWatch);
-its run id starts with `lossless-`.
+its run id starts with `lossless-`. --sweep runs the load sweep instead (`bench sweep`, docs/sweep.md): its run
+id starts with `sweep-`, its files go to s3://<bucket>/results/<run id>/ (and crossover.json to
+results/crossover.json), and the report with plots is drawn here from the downloaded sweep file.
 """
 
 from __future__ import annotations
@@ -21,25 +24,32 @@ from pathlib import Path
 
 from charts.bench_job import render_bench_job
 from config import load_config
-from config.bucket_layout import results_key
+from config.bucket_layout import results_key, sweep_prefix
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError
 from ops.kubectl import account_id, apply, aws_account, follow_job, run_or_print
 
 
-def new_run_id(lossless: bool = False) -> str:
-    return ("lossless-" if lossless else "") + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+def new_run_id(lossless: bool = False, sweep: bool = False) -> str:
+    prefix = "lossless-" if lossless else "sweep-" if sweep else ""
+    return prefix + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
-def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0, lossless: bool = False) -> int:
+def run_bench(
+    config_path: str | None,
+    extra_args: list[str],
+    poll_s: float = 15.0,
+    lossless: bool = False,
+    sweep: bool = False,
+) -> int:
     from botocore.exceptions import BotoCoreError, ClientError  # lazily: rendering needs no AWS
 
     from model_build import aws_clients
 
     config = load_config(config_path)
     account = aws_account(config)
-    run_id = new_run_id(lossless)
-    objects = render_bench_job(config, account, run_id, extra_args, lossless=lossless)
+    run_id = new_run_id(lossless, sweep)
+    objects = render_bench_job(config, account, run_id, extra_args, lossless=lossless, sweep=sweep)
     job, ns = objects[0]["metadata"]["name"], config.namespace
     apply(ns, objects)
     if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):
@@ -47,14 +57,19 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
         return EXIT_FAILED
     local = Path("bench-results") / f"{run_id}.json"
     local.parent.mkdir(exist_ok=True)
-    bucket, key = config.models_bucket_name(account), results_key(run_id)
+    bucket = config.models_bucket_name(account)
+    key = f"{sweep_prefix(run_id)}{run_id}.json" if sweep else results_key(run_id)
     try:
         aws_clients.client("s3", config.region).download_file(bucket, key, str(local))
     except (BotoCoreError, ClientError) as err:
         raise BuildError(
             f"job/{job} finished but s3://{bucket}/{key} could not be read ({err}); see kubectl -n {ns} logs job/{job}"
         ) from None
-    report = [sys.executable, "-m", "bench", "report", str(local), "--out", str(local.with_suffix(""))]
+    if sweep:  # the SLOs and the speedup floor come from the same config the Job read
+        command = ["sweep-report", str(local), *(["--config", config_path] if config_path else [])]
+    else:
+        command = ["report", str(local)]
+    report = [sys.executable, "-m", "bench", *command, "--out", str(local.with_suffix(""))]
     if subprocess.run(report).returncode != 0:
         raise BuildError(
             f"the results are in {local}, but their report failed (above); run it again: {' '.join(report)}"
@@ -74,16 +89,16 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--account", type=account_id, help="print the Job YAML for the bucket of this AWS account id")
     mode.add_argument("--apply", action="store_true", help="run the benchmark on the cluster and wait for it")
-    parser.add_argument(
-        "--lossless", action="store_true", help="the lossless check (batch size 1) instead of the benchmark"
-    )
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--lossless", action="store_true", help="the lossless check (batch size 1) instead")
+    kind.add_argument("--sweep", action="store_true", help="the load sweep (bench sweep) instead")
     args = parser.parse_args(argv)
-    lossless = args.lossless
+    lossless, sweep = args.lossless, args.sweep
     return run_or_print(
         args.apply,
-        lambda: run_bench(args.config, extra, lossless=lossless),
+        lambda: run_bench(args.config, extra, lossless=lossless, sweep=sweep),
         lambda: render_bench_job(
-            load_config(args.config), args.account, new_run_id(lossless), extra, lossless=lossless
+            load_config(args.config), args.account, new_run_id(lossless, sweep), extra, lossless=lossless, sweep=sweep
         ),
     )
 
