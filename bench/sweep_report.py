@@ -1,5 +1,6 @@
 """What a sweep produces: report.md, crossover.json (for the endpoint's spill threshold), the peer-format files
-(`vllm bench serve --save-result` JSON), three plots, and the CloudWatch series of the crossover and goodput.
+(`vllm bench serve --save-result` JSON), the CloudWatch series of the crossover and goodput, and (with
+matplotlib, bench/sweep_plots.py) three plots.
 
 Why a peer format: users already have `vllm bench serve` numbers; the same keys, computed the same way (ITL per
 chunk gap, not token-weighted), let them put ours beside theirs without trusting our definitions.
@@ -44,8 +45,6 @@ from config.metrics import (
 )
 
 CROSSOVER_SCHEMA_VERSION = 1
-KIND_COLOURS = {"structured": "#1f77b4", "open-ended": "#ff7f0e"}
-VARIANT_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
 
 
 class _Model(BaseModel):
@@ -357,106 +356,6 @@ def markdown(sweep: SweepResults, floor: float, slo: Slo, images: Sequence[str] 
     return "\n".join(out).rstrip() + "\n"
 
 
-# --- plots --------------------------------------------------------------------------------------------------
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_speedup(sweep: SweepResults, floor: float, path: Path) -> Path:
-    """TPOT speedup vs concurrency, one panel per prompt kind, a line per speculative variant with its range."""
-    plt = _pyplot()
-    speedups = [k for k in kind_speedups(sweep) if k.point.kind == "concurrency"]
-    kinds = list(dict.fromkeys(k.kind for k in speedups)) or ["structured"]
-    fig, axes = plt.subplots(1, len(kinds), figsize=(6 * len(kinds), 4.5), constrained_layout=True, squeeze=False)
-    for ax, kind in zip(axes.flat, kinds, strict=True):
-        names = list(dict.fromkeys(k.variant for k in speedups if k.kind == kind))
-        for j, variant in enumerate(names):
-            rows = sorted((k for k in speedups if k.kind == kind and k.variant == variant), key=lambda k: k.point.value)
-            xs = [k.point.value for k in rows]
-            ys = [k.median for k in rows]
-            err = [[k.median - k.low for k in rows], [k.high - k.median for k in rows]]
-            colour = VARIANT_COLOURS[j % len(VARIANT_COLOURS)]
-            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colour, label=variant)
-            sat = [k for k in rows if k.saturated]
-            if sat:
-                ax.scatter([k.point.value for k in sat], [k.median for k in sat], s=120, facecolors="none",
-                           edgecolors="red", label="saturated")  # fmt: skip
-        ax.axhline(floor, color="black", linestyle="--", linewidth=1, label=f"floor {floor:.2f}x")
-        if sweep.settings.max_num_seqs:
-            ax.axvline(sweep.settings.max_num_seqs, color="grey", linestyle=":", label="max_num_seqs")
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"{kind} prompts")
-        ax.set_xlabel("concurrency (requests in flight)")
-        ax.set_ylabel(f"p50 TPOT speedup vs {sweep.baseline} (x)")
-        ax.grid(alpha=0.3)
-        ax.legend(frameon=False)
-    fig.suptitle("Speculative speedup vs load")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def plot_pareto(stats: Sequence[PointStats], path: Path) -> Path:
-    """Tokens/s per user vs tokens/s per device (per service when devices are unknown), per variant, over the
-    concurrency points: up and to the right is better; the frontier says what each load buys."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 5), constrained_layout=True)
-    rows = [s for s in stats if s.point.kind == "concurrency"]
-    per_device = all(s.devices for s in rows)
-    for j, variant in enumerate(dict.fromkeys(s.variant for s in rows)):
-        mine = sorted((s for s in rows if s.variant == variant), key=lambda s: s.point.value)
-        xs = [(s.per_device_tok_s if per_device else s.output_tok_s) or 0.0 for s in mine]
-        ys = [s.per_user_tok_s or 0.0 for s in mine]
-        colour = VARIANT_COLOURS[j % len(VARIANT_COLOURS)]
-        ax.plot(xs, ys, marker="o", color=colour, label=variant)
-        for s, x, y in zip(mine, xs, ys, strict=True):
-            ax.annotate(f"c={s.point.value:g}" + (" (sat.)" if s.saturated else ""), (x, y), fontsize=7,
-                        textcoords="offset points", xytext=(4, 4))  # fmt: skip
-    ax.set_xlabel("output tokens/s per Neuron device" if per_device else "output tokens/s per service")
-    ax.set_ylabel("output tokens/s per user (p50 request)")
-    ax.set_title("Throughput per user vs per device (concurrency sweep)")
-    ax.grid(alpha=0.3)
-    ax.legend(frameon=False)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def plot_goodput(stats: Sequence[PointStats], slo: Slo, path: Path) -> Path:
-    """Goodput (solid) and request throughput (dashed) vs offered Poisson rate, per variant."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 5), constrained_layout=True)
-    rows = [s for s in stats if s.point.kind == "rate"]
-    for j, variant in enumerate(dict.fromkeys(s.variant for s in rows)):
-        mine = sorted((s for s in rows if s.variant == variant), key=lambda s: s.point.value)
-        colour = VARIANT_COLOURS[j % len(VARIANT_COLOURS)]
-        xs = [s.point.value for s in mine]
-        ax.plot(xs, [s.goodput_rps for s in mine], marker="o", color=colour, label=f"{variant} goodput")
-        ax.plot(xs, [s.request_rps for s in mine], linestyle="--", color=colour, alpha=0.6, label=f"{variant} req/s")
-        sat = [s for s in mine if s.saturated]
-        if sat:
-            ax.scatter([s.point.value for s in sat], [s.goodput_rps for s in sat], s=120, facecolors="none",
-                       edgecolors="red")  # fmt: skip
-    if rows:
-        ax.legend(frameon=False)
-    else:
-        ax.text(0.5, 0.5, "no rate points in this sweep", ha="center", transform=ax.transAxes)
-    ax.set_xlabel("offered load (Poisson requests/s)")
-    ax.set_ylabel("requests/s")
-    ax.set_title(f"Goodput at TTFT <= {slo.ttft_s * 1000:g} ms, TPOT <= {slo.tpot_s * 1000:g} ms (red: saturated)")
-    ax.grid(alpha=0.3)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def write_sweep_report(
     sweep: SweepResults, out_dir: str | Path, floor: float, slo: Slo, *, plots: bool = True
 ) -> list[Path]:
@@ -464,15 +363,15 @@ def write_sweep_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stats = all_stats(sweep, slo)
-    images = (
-        [
+    images: list[Path] = []
+    if plots:
+        from bench.sweep_plots import plot_goodput, plot_pareto, plot_speedup
+
+        images = [
             plot_speedup(sweep, floor, out / "speedup_vs_concurrency.png"),
             plot_pareto(stats, out / "pareto.png"),
             plot_goodput(stats, slo, out / "goodput_vs_rate.png"),
         ]
-        if plots
-        else []
-    )
     crossover = out / "crossover.json"
     crossover.write_text(crossover_file(sweep, floor, slo).model_dump_json(indent=1) + "\n", encoding="utf-8")
     md = out / "report.md"

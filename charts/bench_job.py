@@ -48,8 +48,15 @@ RUNTIME_PACKAGES = ("aiohttp", "pydantic", "pyyaml", "boto3")
 
 
 def bench_code_files() -> list[str]:
-    """What `python -m bench run` needs in the cluster (no report plots, no test server)."""
-    skip = {"bench/report.py", "bench/loopback_server.py", "bench/selfcheck.py"}
+    """What `python -m bench run` and `bench sweep --no-plots` need in the cluster (no plots, no test server, no
+    tuner): the archive must fit the kubectl handler's payload (tests/charts/test_code_bundle.py)."""
+    skip = {
+        "bench/report.py",
+        "bench/sweep_plots.py",
+        "bench/tune.py",
+        "bench/loopback_server.py",
+        "bench/selfcheck.py",
+    }
     return [f for f in python_files("bench", "config", "serving_stacks") if f not in skip]
 
 
