@@ -13,6 +13,7 @@ schedule at that point, interleaved. The sweep file is rewritten atomically afte
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -155,6 +156,7 @@ async def run_sweep(
                     log(f"[{point.label} #{repeat + 1}] already in the sweep file; skipped")
                     continue
                 log(f"[{point.label} #{repeat + 1}/{settings.repeats}]")
+                wall, cpu = time.perf_counter(), time.process_time()
                 results = await run_benchmark(
                     endpoints,
                     cases,
@@ -165,6 +167,9 @@ async def run_sweep(
                     hardware=hardware,
                     log=lambda line: log(f"  {line}"),
                 )
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                # the client's own CPU: near a core, its timestamps are late (python -m bench.selfcheck)
+                log(f"[{point.label} #{repeat + 1}] {wall:.1f} s wall, {cpu:.2f} s client CPU ({cpu / wall:.0%})")
                 sweep.points.append(PointRun(point=point, repeat=repeat, results=results))
                 on_point(sweep)
 
