@@ -30,6 +30,7 @@ LoadKind = Literal["concurrency", "rate"]
 # The rate grid, when not given: these fractions of the baseline's request throughput at the largest
 # concurrency within max_num_seqs, so it spans light load to past saturation (where the queue grows).
 RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.5)
+RATE_WARMUP = 8  # requests sent at once before a rate point, as `bench run --rate` does: connections are open
 
 
 class _Model(BaseModel):
@@ -116,14 +117,20 @@ def derived_rates(sweep: SweepResults) -> list[float]:
 
 
 def point_settings(settings: SweepSettings, point: LoadPoint) -> RunSettings:
-    """The RunSettings of one point: enough requests that every worker sends several, warm-up per load."""
+    """The RunSettings of one point: enough requests that every worker sends several (4 each), and a warm-up of
+    one request per worker (closed loop) or RATE_WARMUP (open loop)."""
     if point.kind == "concurrency":
         c = int(point.value)
         return settings.run.model_copy(
             update={"concurrency": c, "rate": None, "requests": max(settings.requests_per_point, 4 * c), "warmup": c}
         )
     return settings.run.model_copy(
-        update={"concurrency": None, "rate": point.value, "requests": settings.requests_per_point}
+        update={
+            "concurrency": None,
+            "rate": point.value,
+            "requests": settings.requests_per_point,
+            "warmup": RATE_WARMUP,
+        }
     )
 
 
