@@ -153,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     tune.add_argument(
+        "--check",
+        action="store_true",
+        help="a run of profiles that differ only in k: predicted vs measured speedup per k, with the error",
+    )
+    tune.add_argument(
         "--tolerance",
         type=float,
         default=None,
@@ -358,6 +363,11 @@ def _tune(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     results = load_results(args.results)
     cfg = _config(args.config) if any(v.num_speculative_tokens is None for v in results.variants) else None
+    if args.check:
+        from bench.tune import check_k_sweep, format_check
+
+        print(format_check(check_k_sweep(results, _k_by_profile(cfg), args.cost_ratio), tolerance))
+        return EXIT_OK
     print(format_tuning(fit_cases(results, _k_by_profile(cfg), args.cost_ratio), tolerance))
     return EXIT_OK
 

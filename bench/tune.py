@@ -153,3 +153,64 @@ def format_tuning(fits: list[CaseFit], tolerance: float = DEFAULT_TOLERANCE) -> 
     lines.append(f"recommended: the smallest k predicted within {tolerance:.1%} of the best")
     lines += [f"recommended k ({kind}): {k}" for kind, k in sorted(recommend(fits, tolerance).items())]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class KCheck:
+    """One speculative variant's measured TPOT speedup on one case against what the model predicts for its k
+    from the acceptance rate and cost ratio pooled over every k of that case."""
+
+    test_case: str
+    variant: str
+    k: int
+    predicted: float
+    measured: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+
+def check_k_sweep(results: BenchResults, k_by_variant: dict[str, int], c: float | None = None) -> list[KCheck]:
+    """For a run of several speculative profiles that differ in k (`make ab` on `tune`'s proposals): per case,
+    the median alpha and c of the fits at every k predict each k's speedup; compare with the measured one."""
+    fits = fit_cases(results, k_by_variant, c)
+    measured = {(s.variant, s.test_case): s.tpot for s in results.speedups() if s.stop == "fixed" and s.tpot}
+    checks: list[KCheck] = []
+    for case in dict.fromkeys(f.test_case for f in fits):
+        mine = [f for f in fits if f.test_case == case and (f.variant, case) in measured]
+        if not mine:
+            continue
+        alphas, costs = sorted(f.alpha for f in mine), sorted(f.c for f in mine)
+        alpha, cost = alphas[len(alphas) // 2], costs[len(costs) // 2]
+        for f in mine:
+            predicted = expected_speedup(alpha, f.k, cost)
+            checks.append(KCheck(case, f.variant, f.k, predicted, measured[(f.variant, case)]))  # type: ignore[arg-type]
+    return checks
+
+
+def measured_recommendation(checks: list[KCheck], tolerance: float = DEFAULT_TOLERANCE) -> int | None:
+    """The smallest k whose mean measured speedup over the cases is within `tolerance` of the best k's."""
+    by_k: dict[int, list[float]] = defaultdict(list)
+    for ch in checks:
+        by_k[ch.k].append(ch.measured)
+    if not by_k:
+        return None
+    return smallest_within({k: sum(v) / len(v) for k, v in by_k.items()}, tolerance)
+
+
+def format_check(checks: list[KCheck], tolerance: float = DEFAULT_TOLERANCE) -> str:
+    if not checks:
+        return "no speculative runs with a known k and a TPOT speedup: nothing to check"
+    lines = [f"{'test case':<18}{'variant':<16}{'k':>3}{'predicted':>11}{'measured':>10}{'error':>8}"]
+    for ch in checks:
+        lines.append(
+            f"{ch.test_case:<18}{ch.variant:<16}{ch.k:>3}{ch.predicted:>10.2f}x{ch.measured:>9.2f}x{ch.error:>+8.1%}"
+        )
+    worst = max(checks, key=lambda ch: abs(ch.error))
+    lines += [
+        "",
+        f"largest error: {worst.error:+.1%} ({worst.variant}, {worst.test_case})",
+        f"measured: the smallest k within {tolerance:.1%} of the best is k = {measured_recommendation(checks, tolerance)}",
+    ]
+    return "\n".join(lines)

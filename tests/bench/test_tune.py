@@ -8,7 +8,18 @@ from hypothesis import strategies as st
 
 from bench.results import BenchResults, CaseRun, RequestRecord, RunSettings, VariantInfo, summarize
 from bench.spec_metrics import SpecDecodeResult, alpha_from_length, expected_speedup, expected_tokens_per_step
-from bench.tune import DEFAULT_TOLERANCE, CaseFit, fit_alpha, fit_cases, format_tuning, recommend, smallest_within
+from bench.tune import (
+    DEFAULT_TOLERANCE,
+    CaseFit,
+    check_k_sweep,
+    fit_alpha,
+    fit_cases,
+    format_check,
+    format_tuning,
+    measured_recommendation,
+    recommend,
+    smallest_within,
+)
 from config.speculation import K_RANGE
 from tests.bench.conftest import CASES, SPECULATIVE
 
@@ -275,3 +286,29 @@ def test_metrics_and_client_paths_agree_on_a_real_run(bench_results: BenchResult
         client = alpha_from_length(run.tokens_per_step(), k)  # type: ignore[arg-type, union-attr]
         assert f.alpha_source == "server metrics" and f.alpha == pytest.approx(client, abs=0.02)
         assert f.alpha_fitted == pytest.approx(f.alpha, abs=0.05)  # loopback timing, not a model
+
+
+def _k_sweep(alpha: float, c: float, ks: tuple[int, ...]) -> BenchResults:
+    """One baseline and a speculative profile per k, all from the same alpha and c: what `make ab` on tune's
+    proposals measures when the model describes the server."""
+    runs, variants = [], [VariantInfo(name="plain", base_url="http://b", model="m")]
+    for k in ks:
+        one = synthetic(alpha, k, c, metrics=True)
+        if not runs:
+            runs.append(one.run("plain", "json"))
+        runs.append(one.run("fused", "json").model_copy(update={"variant": f"k{k}"}))  # type: ignore[union-attr]
+        variants.append(VariantInfo(name=f"k{k}", base_url=f"http://s{k}", model="m", num_speculative_tokens=k))
+    return synthetic(alpha, ks[0], c, metrics=True).model_copy(update={"variants": variants, "runs": runs})
+
+
+@pytest.mark.parametrize("alpha", [0.6, 0.8])
+def test_tune_check_compares_each_ks_measured_speedup_with_the_pooled_prediction(alpha: float, capsys) -> None:
+    ks, c = (1, 2, 3, 5, 7), 0.05
+    checks = check_k_sweep(_k_sweep(alpha, c, ks), {}, None)
+    assert sorted(ch.k for ch in checks) == list(ks)
+    for ch in checks:
+        assert ch.measured == pytest.approx(expected_speedup(alpha, ch.k, c), rel=0.01)
+        assert abs(ch.error) < 0.02  # one alpha and c describe every k
+    truth = {k: expected_speedup(alpha, k, c) for k in ks}
+    assert measured_recommendation(checks) == smallest_within(truth, DEFAULT_TOLERANCE)
+    assert "largest error" in format_check(checks)
