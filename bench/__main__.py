@@ -143,7 +143,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     tune = sub.add_parser("tune", help="predict the best k from a results file (Leviathan et al. 2023 model)")
-    tune.add_argument("results")
+    tune.add_argument("results", nargs="?", help="a results file (not with --propose)")
+    tune.add_argument(
+        "--propose",
+        action="store_true",
+        help="print config profiles for k in 1,2,3,5,7 that the stack accepts (swap one in at a time, `make ab`)",
+    )
     tune.add_argument("--config", help="deployment config (default config/default.yaml): the k each profile ran")
     tune.add_argument(
         "--cost-ratio",
@@ -360,6 +365,20 @@ def _tune(args: argparse.Namespace) -> int:
     tolerance = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
     if not 0.0 <= tolerance < 1.0:
         print(f"error: --tolerance={tolerance} must be a fraction in 0..1, e.g. 0.02 for 2%", file=sys.stderr)
+        return EXIT_USAGE
+    if args.propose:
+        import yaml
+
+        from bench.tune import propose_profiles
+
+        proposals, dropped = propose_profiles(_config(args.config))
+        print("# each profile in place of the speculative one (or beside it, with the trn2 capacity for both)")
+        print(yaml.safe_dump({"profiles": proposals}, sort_keys=False), end="")
+        for reason in dropped:
+            print(f"# not proposed: {reason}")
+        return EXIT_OK
+    if not args.results:
+        print("error: tune needs a results file (or --propose)", file=sys.stderr)
         return EXIT_USAGE
     results = load_results(args.results)
     cfg = _config(args.config) if any(v.num_speculative_tokens is None for v in results.variants) else None

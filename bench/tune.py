@@ -214,3 +214,34 @@ def format_check(checks: list[KCheck], tolerance: float = DEFAULT_TOLERANCE) -> 
         f"measured: the smallest k within {tolerance:.1%} of the best is k = {measured_recommendation(checks, tolerance)}",
     ]
     return "\n".join(lines)
+
+
+PROPOSED_KS = (1, 2, 3, 5, 7)  # the issue's default k set for a k sweep
+
+
+def propose_profiles(config: object, ks: tuple[int, ...] = PROPOSED_KS) -> tuple[list[dict], list[str]]:
+    """For each speculative profile of the config and each k: the profile with that k (named <profile>-k<k>), as
+    config entries, kept only when the whole config with it in place of the original still validates (the stack's
+    own rules decide which k it accepts, e.g. a DFlash drafter's block size); plus why each other k was dropped."""
+    from config import ConfigError, parse_config
+
+    data = config.model_dump(mode="json")  # type: ignore[attr-defined]
+    serving = data.get("serving", {})
+    proposals: list[dict] = []
+    dropped: list[str] = []
+    for i, profile in enumerate(data["profiles"]):
+        if profile["decoding"]["method"] == "none":
+            continue
+        for k in ks:
+            entry = {**profile, "name": f"{profile['name']}-k{k}", "decoding": {**profile["decoding"]}}
+            entry["decoding"]["num_speculative_tokens"] = k
+            trial = {**data, "profiles": [*data["profiles"][:i], entry, *data["profiles"][i + 1 :]]}
+            try:
+                parse_config(trial)
+            except ConfigError as err:
+                dropped.append(f"{entry['name']}: {'; '.join(err.problems)}")
+                continue
+            proposals.append(
+                {key: v for key, v in entry.items() if key in ("name", "decoding") or serving.get(key) != v}
+            )
+    return proposals, dropped

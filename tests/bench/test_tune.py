@@ -17,6 +17,7 @@ from bench.tune import (
     format_check,
     format_tuning,
     measured_recommendation,
+    propose_profiles,
     recommend,
     smallest_within,
 )
@@ -312,3 +313,20 @@ def test_tune_check_compares_each_ks_measured_speedup_with_the_pooled_prediction
     truth = {k: expected_speedup(alpha, k, c) for k in ks}
     assert measured_recommendation(checks) == smallest_within(truth, DEFAULT_TOLERANCE)
     assert "largest error" in format_check(checks)
+
+
+def test_tune_proposes_one_profile_per_k_that_the_config_accepts_in_place_of_the_speculative_one(default_config):
+    from config import parse_config
+
+    proposals, dropped = propose_profiles(default_config)
+    assert [p["name"] for p in proposals] == [f"speculative-k{k}" for k in (1, 2, 3, 5, 7)] and not dropped
+    assert {p["decoding"]["num_speculative_tokens"] for p in proposals} == {1, 2, 3, 5, 7}
+    data = default_config.model_dump(mode="json")
+    swapped = parse_config({**data, "profiles": [data["profiles"][0], {**data["profiles"][1], **proposals[2]}]})
+    assert swapped.profile("speculative-k3").decoding.num_speculative_tokens == 3
+
+
+def test_tune_does_not_propose_a_k_the_config_refuses(default_config):
+    proposals, dropped = propose_profiles(default_config, ks=(3, 16))
+    assert [p["name"] for p in proposals] == ["speculative-k3"]
+    assert len(dropped) == 1 and dropped[0].startswith("speculative-k16:") and "num_speculative_tokens=16" in dropped[0]
