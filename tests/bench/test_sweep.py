@@ -116,12 +116,14 @@ def test_the_sweep_finds_the_stand_ins_crossover_within_one_grid_step(sweep: Swe
 @pytest.mark.timing
 def test_goodput_counts_the_requests_within_both_slos(sweep: SweepResults):
     """A TPOT limit between the two stand-ins' TPOT at concurrency 1: every speculative request is good, no
-    baseline one is: goodput is then exactly the request rate, and zero."""
+    baseline one is: goodput is then the request rate, and zero. Within 10% of the requests: a first chunk late
+    by 14 ms (this machine is shared) makes a baseline request's TPOT look faster; the exact count is tested
+    on records below."""
     limit = (BASE.tpot_at(1, TOKENS) + SPEC.tpot_at(1, TOKENS)) / 2
     stats = {(s.point.value, s.variant): s for s in all_stats(sweep, Slo(ttft_s=0.2, tpot_s=limit))}
     spec, base = stats[(1, "speculative")], stats[(1, "baseline")]
-    assert base.goodput_rps == 0.0 and not base.meets_slo
-    assert spec.goodput_rps == spec.request_rps > 0 and spec.meets_slo
+    assert base.goodput_rps <= 0.1 * base.request_rps and not base.meets_slo
+    assert spec.goodput_rps >= 0.9 * spec.request_rps > 0 and spec.meets_slo
 
 
 def _record(start: float, ttft: float, tpot: float, tokens: int = 11) -> RequestRecord:
