@@ -45,6 +45,8 @@ def plot_speedup(sweep: SweepResults, floor: float, path: Path) -> Path:
         if sweep.settings.max_num_seqs:
             ax.axvline(sweep.settings.max_num_seqs, color="grey", linestyle=":", label="max_num_seqs")
         ax.set_xscale("log", base=2)
+        grid = sorted({k.point.value for k in speedups})
+        ax.set_xticks(grid, [f"{v:g}" for v in grid])
         ax.set_title(f"{kind} prompts")
         ax.set_xlabel("concurrency (requests in flight)")
         ax.set_ylabel(f"p50 TPOT speedup vs {sweep.baseline} (x)")
