@@ -21,7 +21,7 @@ VLLM_0_9_1_VENV := .venv-vllm-0.9.1
 # vLLM 0.29.0 (the vllm-neuron stack's engine), the same way: own lock, own environment, vllm --no-deps.
 VLLM_0_29_0_VENV := .venv-vllm-0.29.0
 
-.PHONY: setup synth test lint format deploy stage build bench bench-lossless ab coldstart-report destroy sweep-dry-run clean
+.PHONY: setup synth test lint format deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy sweep-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -91,6 +91,12 @@ bench: setup
 # The lossless check in the cluster: every output against the baseline's at batch size 1, both stop modes
 bench-lossless: setup
 	$(BIN)/python -m ops.run_benchmark --apply --lossless --config $(CONFIG) -- $(BENCH_ARGS)
+
+# The load sweep in the cluster (docs/sweep.md): concurrency and rate grids, goodput, the crossover where
+# speculation stops paying: make bench-sweep [BENCH_ARGS="--repeats 1"]. Not `make sweep`: `sweep` here is
+# teardown's tag sweep (ops/sweep.py, make sweep-dry-run).
+bench-sweep: setup
+	$(BIN)/python -m ops.run_benchmark --apply --sweep --config $(CONFIG) -- $(BENCH_ARGS)
 
 # From a deployed stack to the A/B report: stage, build every profile, benchmark
 ab: setup

@@ -1,4 +1,5 @@
-"""`python -m bench run|report|publish`: benchmark endpoints, report offline, publish to CloudWatch."""
+"""`python -m bench run|report|publish|tune|sweep|sweep-report`: benchmark endpoints, report offline, publish to
+CloudWatch, tune k, sweep load."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from bench.runner import Hardware
+    from bench.sweep_analysis import Slo
+    from config.schema import BenchConfig
 
 LOSSLESS_REQUESTS = 8  # per test case and stop mode in --lossless: distinct prompts, batch size 1
 STOPS: dict[str, list[Stop]] = {"fixed": ["fixed"], "natural": ["natural"], "both": ["fixed", "natural"]}
@@ -146,7 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     tune = sub.add_parser("tune", help="predict the best k from a results file (Leviathan et al. 2023 model)")
-    tune.add_argument("results")
+    tune.add_argument("results", nargs="?", help="a results file (not with --propose)")
+    tune.add_argument(
+        "--propose",
+        action="store_true",
+        help="print config profiles for k in 1,2,3,5,7 that the stack accepts (swap one in at a time, `make ab`)",
+    )
     tune.add_argument("--config", help="deployment config (default config/default.yaml): the k each profile ran")
     tune.add_argument(
         "--cost-ratio",
@@ -154,6 +162,66 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="draft step cost / target step cost for the predictions; default: measured from step times, else 0.05",
     )
+
+    tune.add_argument(
+        "--check",
+        action="store_true",
+        help="a run of profiles that differ only in k: predicted vs measured speedup per k, with the error",
+    )
+    tune.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="recommend the smallest k whose predicted speedup is within this fraction of the best (default 0.02)",
+    )
+
+    sw = sub.add_parser("sweep", help="load sweep: concurrency and Poisson rate grids, goodput, crossover, plots")
+    sw.add_argument("--endpoint", action="append", required=True, metavar="NAME=URL", help="repeat per variant")
+    sw.add_argument("--suite", default="default", help="`default` or a YAML/JSON file of test cases")
+    sw.add_argument(
+        "--cases",
+        help="comma-separated test case names (default: the suite's first structured and first open-ended case)",
+    )
+    sw.add_argument(
+        "--concurrency",
+        help="comma-separated concurrencies (default: 1, 2, 4 ... max_num_seqs, then 2x and 4x of it)",
+    )
+    sw.add_argument(
+        "--rates",
+        help="comma-separated Poisson rates (requests/s), or `none` (default: fractions of the baseline's "
+        "throughput at max_num_seqs, measured by the concurrency sweep)",
+    )
+    sw.add_argument("--max-num-seqs", type=int, help="the services' batch size (default: from the config)")
+    sw.add_argument("--repeats", type=int, help="runs per point (default: the config's bench.sweep.repeats)")
+    sw.add_argument(
+        "--requests", type=int, default=32, help="measured requests per case and point (at least 4x concurrency)"
+    )
+    sw.add_argument("--max-tokens", type=int, default=256, help="fixed output length of every request")
+    sw.add_argument("--mode", choices=["interleaved", "simultaneous"], default="interleaved")
+    sw.add_argument("--api", choices=["chat", "completions"], default="chat")
+    sw.add_argument("--model", help="model name; default: the first one from GET /v1/models")
+    sw.add_argument("--seed", type=int, default=0)
+    sw.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
+    sw.add_argument("--max-duration", type=float, default=900.0, help="no new request after this many s per run")
+    sw.add_argument("--out", default="bench-sweep.json", help="the sweep file, rewritten after every point")
+    sw.add_argument("--report-dir", help="where report.md, crossover.json, peer/ and plots go (default: --out's stem)")
+    sw.add_argument("--resume", action="store_true", help="keep the points already in --out, run the missing ones")
+    sw.add_argument("--no-plots", action="store_true", help="no PNG plots (where matplotlib is not installed)")
+    sw.add_argument("--config", help="deployment config (default config/default.yaml): SLOs, floor, max_num_seqs")
+    sw.add_argument("--baseline", help="the endpoint speedups are against (default: the config's baseline)")
+    sw.add_argument("--cloudwatch", action="store_true", help="publish the crossovers and best goodput")
+    sw.add_argument(
+        "--upload",
+        metavar="s3://BUCKET/PREFIX/",
+        help="copy the sweep file and report there, and crossover.json also to the bucket's results/crossover.json",
+    )
+
+    swr = sub.add_parser("sweep-report", help="report.md, crossover.json, peer files and plots from a sweep file")
+    swr.add_argument("sweep")
+    swr.add_argument("--out", help="output folder (default: the sweep file's stem)")
+    swr.add_argument("--config", help="deployment config (default config/default.yaml): SLOs and speedup floor")
+    swr.add_argument("--cloudwatch", action="store_true", help="publish the crossovers and best goodput")
+    swr.add_argument("--no-plots", action="store_true", help="no PNG plots (where matplotlib is not installed)")
 
     pub = sub.add_parser("publish", help="publish a results file to CloudWatch (raw values, high resolution)")
     pub.add_argument("results")
@@ -322,12 +390,227 @@ def _publish(results: object, cfg: object | None) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from bench.tune import fit_cases, format_tuning
+    from bench.tune import DEFAULT_TOLERANCE, fit_cases, format_tuning
 
+    tolerance = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
+    if not 0.0 <= tolerance < 1.0:
+        print(f"error: --tolerance={tolerance} must be a fraction in 0..1, e.g. 0.02 for 2%", file=sys.stderr)
+        return EXIT_USAGE
+    if args.propose:
+        import yaml
+
+        from bench.tune import propose_profiles
+
+        proposals, dropped = propose_profiles(_config(args.config))
+        print("# each profile in place of the speculative one (or beside it, with the trn2 capacity for both)")
+        print(yaml.safe_dump({"profiles": proposals}, sort_keys=False), end="")
+        for reason in dropped:
+            print(f"# not proposed: {reason}")
+        return EXIT_OK
+    if not args.results:
+        print("error: tune needs a results file (or --propose)", file=sys.stderr)
+        return EXIT_USAGE
     results = load_results(args.results)
     cfg = _config(args.config) if any(v.num_speculative_tokens is None for v in results.variants) else None
-    print(format_tuning(fit_cases(results, _k_by_profile(cfg), args.cost_ratio)))
+    if args.check:
+        from bench.tune import check_k_sweep, format_check
+
+        print(format_check(check_k_sweep(results, _k_by_profile(cfg), args.cost_ratio), tolerance))
+        return EXIT_OK
+    print(format_tuning(fit_cases(results, _k_by_profile(cfg), args.cost_ratio), tolerance))
     return EXIT_OK
+
+
+def _bench_config(cfg: object | None) -> BenchConfig:
+    """The config's bench section (SLOs, sweep), else its defaults."""
+    from config.schema import BenchConfig
+
+    return getattr(cfg, "bench", None) or BenchConfig()
+
+
+def _sweep_policy(cfg: object | None) -> tuple[float, Slo]:
+    """(speedup floor, SLO) from the config's bench section, else its defaults."""
+    from bench.sweep_analysis import Slo
+
+    bench = _bench_config(cfg)
+    return bench.sweep.speedup_floor, Slo(bench.slo.ttft_p99_ms / 1000, bench.slo.tpot_p99_ms / 1000)
+
+
+def _numbers(flag: str, text: str, kind: type) -> list:
+    try:
+        values = [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} {text!r} is not a comma-separated list of numbers, e.g. 1,2,4") from None
+    if not values or min(values) <= 0:
+        raise ValueError(f"{flag} {text!r} needs at least one number, all > 0")
+    return sorted(set(values))
+
+
+def _sweep_cases(suite: list, names: str | None) -> list:
+    if names:
+        wanted = [n.strip() for n in names.split(",") if n.strip()]
+        known = {c.name: c for c in suite}
+        missing = [n for n in wanted if n not in known]
+        if missing:
+            raise ValueError(f"--cases {', '.join(missing)} not in the suite; use some of {', '.join(known)}")
+        return [known[n] for n in wanted]
+    firsts = {}
+    for c in suite:
+        firsts.setdefault(c.kind, c)
+    return list(firsts.values())
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from bench.prompts import SuiteError, load_suite
+    from bench.runner import RunOptions, parse_endpoint
+    from bench.sweep import SweepSettings, concurrency_grid, load_sweep, run_sweep, save_sweep
+
+    cfg = _config(args.config)
+    try:
+        endpoints = [parse_endpoint(e) for e in args.endpoint]
+        cases = _sweep_cases(load_suite(args.suite), args.cases)
+        names = [e.name for e in endpoints]
+        profiles = [p for p in getattr(cfg, "profiles", []) if p.name in names]
+        max_num_seqs = args.max_num_seqs or (max(p.max_num_seqs for p in profiles) if profiles else None)
+        if args.concurrency:
+            concurrencies = _numbers("--concurrency", args.concurrency, int)
+        elif max_num_seqs:
+            concurrencies = concurrency_grid(max_num_seqs)
+        else:
+            raise ValueError("no max_num_seqs: pass --concurrency 1,2,4,... or --max-num-seqs N, or a --config")
+        rates = None
+        if args.rates:
+            rates = [] if args.rates.strip() == "none" else _numbers("--rates", args.rates, float)
+        for flag, value in (("--requests", args.requests), ("--max-tokens", args.max_tokens)):
+            if value < 1:
+                raise ValueError(f"{flag}={value} must be >= 1")
+    except (ValueError, SuiteError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.upload and not args.upload.startswith("s3://"):
+        print(f"error: --upload {args.upload!r} is not s3://BUCKET/PREFIX/", file=sys.stderr)
+        return EXIT_USAGE
+    repeats = args.repeats if args.repeats is not None else _bench_config(cfg).sweep.repeats
+    if repeats < 1:
+        print(f"error: --repeats={repeats} must be >= 1 (3 gives a median and a spread)", file=sys.stderr)
+        return EXIT_USAGE
+    baseline = args.baseline or _config_baseline(cfg, names) or names[0]
+    if baseline not in names:
+        print(f"error: --baseline {baseline!r} is not one of the --endpoint names {names}", file=sys.stderr)
+        return EXIT_USAGE
+    settings = SweepSettings(
+        run=RunSettings(
+            suite=args.suite,
+            api=args.api,
+            mode=args.mode,
+            concurrency=1,
+            rate=None,
+            requests=args.requests,
+            warmup=0,
+            max_tokens=args.max_tokens,
+            seed=args.seed,
+            continuous_usage=True,
+            stops=["fixed"],
+        ),
+        concurrencies=concurrencies,
+        rates=rates,
+        repeats=repeats,
+        requests_per_point=args.requests,
+        max_num_seqs=max_num_seqs,
+    )
+    out = Path(args.out)
+    previous = load_sweep(out) if args.resume and out.exists() else None
+    options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
+    try:
+        sweep = asyncio.run(
+            run_sweep(
+                endpoints,
+                cases,
+                settings,
+                options=options,
+                k_by_variant=_k_by_profile(cfg),
+                baseline=baseline,
+                hardware=_hardware(cfg),
+                resume=previous,
+                on_point=lambda partial: save_sweep(partial, out),
+            )
+        )
+    except (ConnectionError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: every finished point is in {out}; add --resume to continue", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    save_sweep(sweep, out)
+    return _sweep_outputs(sweep, out, Path(args.report_dir) if args.report_dir else out.with_suffix(""), cfg, args)
+
+
+def _sweep_outputs(sweep: object, source: Path, folder: Path, cfg: object | None, args: argparse.Namespace) -> int:
+    from bench.sweep_report import crossover_file, sweep_series, write_sweep_report
+
+    floor, slo = _sweep_policy(cfg)
+    paths = write_sweep_report(sweep, folder, floor, slo, plots=not args.no_plots)  # type: ignore[arg-type]
+    for c in crossover_file(sweep, floor, slo).crossovers:  # type: ignore[arg-type]
+        at = "none in the grid" if c.crossover is None else f"{c.crossover:g}"
+        print(f"crossover {c.variant} {c.kind} ({c.load}): {at}" + (" (uncertain)" if c.uncertain else ""))
+    print(f"sweep: {source}; report: {folder}/ ({len(paths)} files)")
+    if getattr(args, "upload", None):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            for url in upload_sweep(source, paths, args.upload, getattr(cfg, "region", None)):
+                print(f"uploaded: {url}")
+        except (BotoCoreError, ClientError, ValueError) as err:
+            print(f"error: upload to {args.upload} failed ({err}); the files are in {folder}", file=sys.stderr)
+            return EXIT_FAILED
+    if args.cloudwatch:
+        if cfg is None:
+            print("error: publishing needs the deployment config for the namespace; pass --config", file=sys.stderr)
+            return EXIT_USAGE
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from bench.cloudwatch import publish_series
+
+        namespace = cfg.observability.metrics_namespace  # type: ignore[attr-defined]
+        try:
+            report = publish_series(sweep_series(sweep, floor, slo), namespace=namespace, region=cfg.region)  # type: ignore[arg-type, attr-defined]
+        except (BotoCoreError, ClientError, ValueError) as err:
+            print(f"error: CloudWatch publish to {namespace} failed: {err}", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"CloudWatch {namespace}: {report.datums} sweep metric datums")
+    return EXIT_OK
+
+
+def upload_sweep(source: Path, paths: list[Path], prefix_url: str, region: str | None) -> list[str]:
+    """The sweep file and every report file under s3://bucket/prefix/, and crossover.json also at the bucket's
+    CROSSOVER_KEY, where the endpoint's spill threshold reads the latest one."""
+    from config.bucket_layout import CROSSOVER_KEY
+
+    bucket, _, prefix = prefix_url.removeprefix("s3://").partition("/")
+    if not bucket:
+        raise ValueError(f"--upload {prefix_url!r} names no bucket; write s3://BUCKET/PREFIX/")
+    prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
+    import boto3
+
+    s3 = boto3.client("s3", region_name=region)
+    root = paths[0].parent
+    uploads = [(source, prefix + source.name)] + [(p, prefix + str(p.relative_to(root))) for p in paths]
+    uploads += [(p, CROSSOVER_KEY) for p in paths if p.name == "crossover.json"]
+    done = []
+    for path, key in uploads:
+        kind = {".json": "application/json", ".png": "image/png", ".md": "text/markdown"}.get(path.suffix, "text/plain")
+        s3.upload_file(str(path), bucket, key, ExtraArgs={"ContentType": kind})
+        done.append(f"s3://{bucket}/{key}")
+    return done
+
+
+def _sweep_report(args: argparse.Namespace) -> int:
+    from bench.sweep import load_sweep
+
+    source = Path(args.sweep)
+    sweep = load_sweep(source)
+    cfg = _config(args.config)
+    return _sweep_outputs(sweep, source, Path(args.out) if args.out else source.with_suffix(""), cfg, args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -345,6 +628,10 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_OK
         if args.command == "tune":
             return _tune(args)
+        if args.command == "sweep":
+            return _sweep(args)
+        if args.command == "sweep-report":
+            return _sweep_report(args)
         return _publish(load_results(args.results), _config(args.config))
     except (ResultsError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -169,8 +169,21 @@ def publish(
 ) -> PublishReport:
     """PutMetricData every series of the results. Refuses results CloudWatch would reject as too old; a failed
     call is a config.exit_codes.CommandError sentence."""
+    return publish_series(series_from_results(results), namespace=namespace, region=region, client=client, now=now)
+
+
+def publish_series(
+    series: Sequence[Series],
+    *,
+    namespace: str,
+    region: str | None = None,
+    client: Any = None,
+    now: datetime | None = None,
+) -> PublishReport:
+    """PutMetricData the series, within the call limits. Refuses series CloudWatch would reject as too old; a
+    failed call is a config.exit_codes.CommandError sentence."""
     now = now or datetime.now(UTC)
-    too_old = sorted({r.test_case for r in results.runs if now - r.started_at > MAX_AGE})
+    too_old = sorted({s.test_case for s in series if now - s.timestamp > MAX_AGE})
     if too_old:
         raise ValueError(
             f"runs {', '.join(too_old)} are older than 14 days, which CloudWatch does not accept; "
@@ -180,7 +193,7 @@ def publish(
 
     if client is None:  # bounded: a silent endpoint fails each call within aws.SILENT_BOUND_S, each attempt shown
         client = aws.client("cloudwatch", region)
-    datums = build_datums(series_from_results(results))
+    datums = build_datums(series)
     batches = batch_datums(datums, namespace)
     for number, batch in enumerate(batches, start=1):
         try:

@@ -45,6 +45,19 @@ class Script:
     # (prompt substring, token position): from that position on, prompts containing it get other tokens
     diverge: tuple[tuple[str, int], ...] = ()
     eos_after: int | None = None  # without ignore_eos, the output ends here (finish_reason "stop")
+    # A model of load (bench sweep): each step after the first chunk takes step_s + step_per_seq_s x (requests
+    # running then); at most max_num_seqs run at once, the rest wait in arrival order (0: no limit).
+    step_per_seq_s: float = 0.0
+    max_num_seqs: int = 0
+
+    def step_at(self, running: int) -> float:
+        """Seconds of one step while `running` requests are in the batch."""
+        return self.step_s + self.step_per_seq_s * running
+
+    def tpot_at(self, running: int, tokens: int, prompt: str = "") -> float:
+        """TPOT (e2e - TTFT) / (tokens - 1) of a `tokens`-token response while `running` requests are in the batch."""
+        steps = len(self.chunk_sizes(tokens, prompt)) - 1
+        return steps * self.step_at(running) / (tokens - 1) if tokens > 1 else 0.0
 
     def diverges_at(self, prompt: str) -> int | None:
         return next((at for sub, at in self.diverge if sub in prompt), None)
@@ -104,6 +117,7 @@ def _token_id(i: int, diverge_at: int | None = None) -> int:
 
 def make_app(script: Script) -> web.Application:
     state = _State(per_pos=[0] * script.num_speculative_tokens)
+    slots = asyncio.Semaphore(script.max_num_seqs or 1_000_000)  # 0: no limit
     app = web.Application()
 
     async def models(_: web.Request) -> web.Response:
@@ -137,6 +151,8 @@ def make_app(script: Script) -> web.Application:
         prompt_tokens = 7
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
+        await slots.acquire()  # queued until a sequence slot frees, like a full vLLM batch
+        due = _started(script, arrived) + script.ttft_s
         state.running += 1
         try:
             rid = f"cmpl-{state.requests}"
@@ -153,7 +169,7 @@ def make_app(script: Script) -> web.Application:
             diverge_at = script.diverges_at(prompt)
             log["sizes"] = sizes
             for i, size in enumerate(sizes):
-                delay = arrived + script.ttft_s + i * script.step_s - time.perf_counter()
+                delay = due - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
                 text = "".join(_token_text(produced + j, diverge_at) for j in range(size))
@@ -188,8 +204,10 @@ def make_app(script: Script) -> web.Application:
                     payload += b"data: [DONE]\n\n"
                 log["sent"].append(time.perf_counter())
                 await resp.write(payload)
+                due += script.step_at(state.running)  # absolute schedule: lateness does not accumulate
         finally:
             state.running -= 1
+            slots.release()
         await resp.write_eof()
         return resp
 
@@ -200,6 +218,12 @@ def make_app(script: Script) -> web.Application:
     app.router.add_post("/v1/completions", complete)
     app.router.add_post("/v1/chat/completions", complete)
     return app
+
+
+def _started(script: Script, arrived: float) -> float:
+    """When a request's clock starts: on arrival, or with a batch limit when it got a slot (TTFT then includes
+    the wait in the queue, as the client sees it)."""
+    return time.perf_counter() if script.max_num_seqs else arrived
 
 
 def _chunk(
@@ -275,6 +299,8 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
         "--diverge-for", action="append", default=[], metavar="TEXT=N", help="other tokens from position N on"
     )
     p.add_argument("--eos-after", type=int, default=None, help="without ignore_eos, stop after this many tokens")
+    p.add_argument("--step-per-seq-ms", type=float, default=0.0, help="step time added per running request")
+    p.add_argument("--max-num-seqs", type=int, default=0, help="requests running at once, the rest queue (0: no limit)")
     p.add_argument("--lifetime-s", type=float, default=600.0, help="exit after this long, whatever happens")
     a = p.parse_args(argv)
     try:
@@ -297,6 +323,8 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
         fault=a.fault,
         diverge=diverge,
         eos_after=a.eos_after,
+        step_per_seq_s=a.step_per_seq_ms / 1000,
+        max_num_seqs=a.max_num_seqs,
     )
     return script, a.port, a.lifetime_s
 

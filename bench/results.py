@@ -403,13 +403,17 @@ def load_results(path: str | Path) -> BenchResults:
 
 
 def save_results(results: BenchResults, path: str | Path) -> Path:
+    return save_json(results.model_dump_json(indent=1), path)
+
+
+def save_json(text: str, path: str | Path) -> Path:
     """Write atomically and durably: a temporary file, fsync'd, renamed over the old one, directory fsync'd.
     A crash or Ctrl-C at any moment leaves either the previous complete file or the new one."""
     file = Path(path)
     file.parent.mkdir(parents=True, exist_ok=True)
     tmp = file.with_name(f".{file.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as out:
-        out.write(results.model_dump_json(indent=1) + "\n")
+        out.write(text + "\n")
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, file)

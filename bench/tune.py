@@ -23,6 +23,9 @@ from config.speculation import K_RANGE
 
 DEFAULT_COST_RATIO = 0.05  # draft step / target step; Qwen3-1.7B vs Qwen3-32B is ~1.7/32 by parameters
 DISAGREEMENT = 0.05  # alpha: more than this between the two paths, and the table says so
+# Recommend the smallest k whose predicted speedup is within this fraction of the best: a larger k costs draft
+# compute and memory at every step and pays back less as load grows, so a 0.2% edge is not worth it.
+DEFAULT_TOLERANCE = 0.02
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,13 @@ class CaseFit:
 
     @property
     def best_k(self) -> int:
-        return max(self.predicted, key=lambda k: self.predicted[k])
+        return smallest_within(self.predicted, DEFAULT_TOLERANCE)
+
+
+def smallest_within(predicted: dict[int, float], tolerance: float) -> int:
+    """The smallest k whose predicted speedup is at least (1 - tolerance) x the best one."""
+    best = max(predicted.values())
+    return min(k for k, s in predicted.items() if s >= best * (1 - tolerance))
 
 
 def fit_alpha(speedup: float, k: int, c: float, tol: float = 1e-6) -> float:
@@ -102,8 +111,9 @@ def fit_cases(
     return fits
 
 
-def recommend(fits: list[CaseFit]) -> dict[str, int]:
-    """Best k per test-case kind (structured, open-ended) and overall, by mean predicted speedup."""
+def recommend(fits: list[CaseFit], tolerance: float = DEFAULT_TOLERANCE) -> dict[str, int]:
+    """Per test-case kind (structured, open-ended) and overall: the smallest k whose mean predicted speedup is
+    within `tolerance` of the best."""
     groups: dict[str, list[CaseFit]] = defaultdict(list)
     for f in fits:
         groups[f.kind].append(f)
@@ -111,7 +121,7 @@ def recommend(fits: list[CaseFit]) -> dict[str, int]:
     best: dict[str, int] = {}
     for name, group in groups.items():
         mean = {k: sum(f.predicted[k] for f in group) / len(group) for k in K_RANGE}
-        best[name] = max(mean, key=lambda k: mean[k])
+        best[name] = smallest_within(mean, tolerance)
     return best
 
 
@@ -119,7 +129,7 @@ def _opt(x: float | None, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
-def format_tuning(fits: list[CaseFit]) -> str:
+def format_tuning(fits: list[CaseFit], tolerance: float = DEFAULT_TOLERANCE) -> str:
     if not fits:
         return "no speculative runs with a known k and an acceptance length or TPOT speedup: nothing to tune"
     costs = sorted({f.c for f in fits})
@@ -128,7 +138,7 @@ def format_tuning(fits: list[CaseFit]) -> str:
         "alpha from the mean acceptance length L; 'alpha fit' from the TPOT speedup with the measured c",
         "",
         f"{'variant':<14}{'test case':<18}{'kind':<12}{'k':>3}{'alpha':>7}{'alpha fit':>10}{'c run':>7}"
-        f"  {'S(k) now':>8}  best k  S(best)",
+        f"  {'S(k) now':>8}   rec k  S(rec)",
     ]
     for f in fits:
         warn = ""
@@ -140,5 +150,98 @@ def format_tuning(fits: list[CaseFit]) -> str:
             f"   ({f.alpha_source}){warn}"
         )
     lines.append("")
-    lines += [f"recommended k ({kind}): {k}" for kind, k in sorted(recommend(fits).items())]
+    lines.append(f"recommended: the smallest k predicted within {tolerance:.1%} of the best")
+    lines += [f"recommended k ({kind}): {k}" for kind, k in sorted(recommend(fits, tolerance).items())]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class KCheck:
+    """One speculative variant's measured TPOT speedup on one case against what the model predicts for its k
+    from the acceptance rate and cost ratio pooled over every k of that case."""
+
+    test_case: str
+    variant: str
+    k: int
+    predicted: float
+    measured: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+
+def check_k_sweep(results: BenchResults, k_by_variant: dict[str, int], c: float | None = None) -> list[KCheck]:
+    """For a run of several speculative profiles that differ in k (`make ab` on `tune`'s proposals): per case,
+    the median alpha and c of the fits at every k predict each k's speedup; compare with the measured one."""
+    fits = fit_cases(results, k_by_variant, c)
+    measured = {(s.variant, s.test_case): s.tpot for s in results.speedups() if s.stop == "fixed" and s.tpot}
+    checks: list[KCheck] = []
+    for case in dict.fromkeys(f.test_case for f in fits):
+        mine = [f for f in fits if f.test_case == case and (f.variant, case) in measured]
+        if not mine:
+            continue
+        alphas, costs = sorted(f.alpha for f in mine), sorted(f.c for f in mine)
+        alpha, cost = alphas[len(alphas) // 2], costs[len(costs) // 2]
+        for f in mine:
+            predicted = expected_speedup(alpha, f.k, cost)
+            checks.append(KCheck(case, f.variant, f.k, predicted, measured[(f.variant, case)]))  # type: ignore[arg-type]
+    return checks
+
+
+def measured_recommendation(checks: list[KCheck], tolerance: float = DEFAULT_TOLERANCE) -> int | None:
+    """The smallest k whose mean measured speedup over the cases is within `tolerance` of the best k's."""
+    by_k: dict[int, list[float]] = defaultdict(list)
+    for ch in checks:
+        by_k[ch.k].append(ch.measured)
+    if not by_k:
+        return None
+    return smallest_within({k: sum(v) / len(v) for k, v in by_k.items()}, tolerance)
+
+
+def format_check(checks: list[KCheck], tolerance: float = DEFAULT_TOLERANCE) -> str:
+    if not checks:
+        return "no speculative runs with a known k and a TPOT speedup: nothing to check"
+    lines = [f"{'test case':<18}{'variant':<16}{'k':>3}{'predicted':>11}{'measured':>10}{'error':>8}"]
+    for ch in checks:
+        lines.append(
+            f"{ch.test_case:<18}{ch.variant:<16}{ch.k:>3}{ch.predicted:>10.2f}x{ch.measured:>9.2f}x{ch.error:>+8.1%}"
+        )
+    worst = max(checks, key=lambda ch: abs(ch.error))
+    lines += [
+        "",
+        f"largest error: {worst.error:+.1%} ({worst.variant}, {worst.test_case})",
+        f"measured: the smallest k within {tolerance:.1%} of the best is k = {measured_recommendation(checks, tolerance)}",
+    ]
+    return "\n".join(lines)
+
+
+PROPOSED_KS = (1, 2, 3, 5, 7)  # the issue's default k set for a k sweep
+
+
+def propose_profiles(config: object, ks: tuple[int, ...] = PROPOSED_KS) -> tuple[list[dict], list[str]]:
+    """For each speculative profile of the config and each k: the profile with that k (named <profile>-k<k>), as
+    config entries, kept only when the whole config with it in place of the original still validates (the stack's
+    own rules decide which k it accepts, e.g. a DFlash drafter's block size); plus why each other k was dropped."""
+    from config import ConfigError, parse_config
+
+    data = config.model_dump(mode="json")  # type: ignore[attr-defined]
+    serving = data.get("serving", {})
+    proposals: list[dict] = []
+    dropped: list[str] = []
+    for i, profile in enumerate(data["profiles"]):
+        if profile["decoding"]["method"] == "none":
+            continue
+        for k in ks:
+            entry = {**profile, "name": f"{profile['name']}-k{k}", "decoding": {**profile["decoding"]}}
+            entry["decoding"]["num_speculative_tokens"] = k
+            trial = {**data, "profiles": [*data["profiles"][:i], entry, *data["profiles"][i + 1 :]]}
+            try:
+                parse_config(trial)
+            except ConfigError as err:
+                dropped.append(f"{entry['name']}: {'; '.join(err.problems)}")
+                continue
+            proposals.append(
+                {key: v for key, v in entry.items() if key in ("name", "decoding") or serving.get(key) != v}
+            )
+    return proposals, dropped

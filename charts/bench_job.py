@@ -28,7 +28,7 @@ from charts.code_bundle import (
 from charts.neuron_claim import gi
 from charts.pod_security import non_root
 from charts.vllm_service import api_key_env
-from config.bucket_layout import results_key
+from config.bucket_layout import results_key, sweep_prefix
 from config.labels import workload_labels
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 
@@ -41,13 +41,23 @@ BENCH_IMAGE = "public.ecr.aws/docker/library/python:3.11-slim-bookworm"
 RESULTS_PATH = "/results"
 SCRATCH_TMP = "/tmp"  # UNPACKED_PATH and DEPS_PATH are under it
 BENCH_DEADLINE_HOURS = 4
+# The default load sweep (two cases, ten load points, three runs each, both variants) takes about 6 h on a
+# trn2.48xlarge at max_num_seqs 4 and 256 output tokens (docs/sweep.md); a wider one needs more.
+SWEEP_DEADLINE_HOURS = 12
 # The client's runtime packages, pinned to the versions requirements.lock holds.
 RUNTIME_PACKAGES = ("aiohttp", "pydantic", "pyyaml", "boto3")
 
 
 def bench_code_files() -> list[str]:
-    """What `python -m bench run` needs in the cluster (no report plots, no test server)."""
-    skip = {"bench/report.py", "bench/loopback_server.py", "bench/selfcheck.py"}
+    """What `python -m bench run` and `bench sweep --no-plots` need in the cluster (no plots, no test server, no
+    tuner): the archive must fit the kubectl handler's payload (tests/charts/test_code_bundle.py)."""
+    skip = {
+        "bench/report.py",
+        "bench/sweep_plots.py",
+        "bench/tune.py",
+        "bench/loopback_server.py",
+        "bench/selfcheck.py",
+    }
     return [f for f in python_files("bench", "config", "serving_stacks") if f not in skip]
 
 
@@ -58,30 +68,67 @@ def endpoints(config: DeploymentConfig) -> list[str]:
 
 
 def bench_run_argv(
-    config: DeploymentConfig, bucket_name: str, run_id: str, extra_args: list[str], *, lossless: bool = False
+    config: DeploymentConfig,
+    bucket_name: str,
+    run_id: str,
+    extra_args: list[str],
+    *,
+    lossless: bool = False,
+    sweep: bool = False,
 ) -> list[str]:
-    """The arguments of the Job's `python3 -m bench` (ops/run_benchmark.py parses them before applying the Job)."""
-    results = f"{RESULTS_PATH}/{run_id}.json"
+    """The arguments of the Job's `python3 -m bench` (ops/run_benchmark.py parses them before applying the Job).
+    `sweep`: `bench sweep` against every service: the sweep file, report.md, crossover.json and the peer files go
+    to s3://<bucket>/results/<run id>/ (crossover.json also to results/crossover.json, for the spill threshold),
+    the crossovers and best goodput to CloudWatch. No plots there (matplotlib is not installed in the Job):
+    `make bench-sweep` draws them from the downloaded sweep file."""
+    if not sweep:
+        return [
+            "run",
+            *(a for e in endpoints(config) for a in ("--endpoint", e)),
+            "--config",
+            f"{CONFIG_PATH}/config.yaml",
+            "--out",
+            f"{RESULTS_PATH}/{run_id}.json",
+            "--lossless" if lossless else "--cloudwatch",
+            "--upload",
+            f"s3://{bucket_name}/{results_key(run_id)}",
+            *extra_args,
+        ]
     return [
-        "run",
+        "sweep",
         *(a for e in endpoints(config) for a in ("--endpoint", e)),
         "--config",
         f"{CONFIG_PATH}/config.yaml",
         "--out",
-        results,
-        "--lossless" if lossless else "--cloudwatch",
+        f"{RESULTS_PATH}/{run_id}.json",
+        "--report-dir",
+        f"{RESULTS_PATH}/{run_id}",
+        "--no-plots",
+        "--cloudwatch",
         "--upload",
-        f"s3://{bucket_name}/{results_key(run_id)}",
+        f"s3://{bucket_name}/{sweep_prefix(run_id)}",
         *extra_args,
     ]
 
 
 def bench_script(
-    config: DeploymentConfig, bucket_name: str, run_id: str, extra_args: list[str], *, lossless: bool = False
+    config: DeploymentConfig,
+    bucket_name: str,
+    run_id: str,
+    extra_args: list[str],
+    *,
+    lossless: bool = False,
+    sweep: bool = False,
 ) -> str:
     """The Job's shell script. `lossless`: the lossless check (`bench run --lossless`, batch size 1), which
-    publishes nothing to CloudWatch, so its latencies never mix with the benchmark's on the dashboard."""
-    run = ["python3", "-m", "bench", *bench_run_argv(config, bucket_name, run_id, extra_args, lossless=lossless)]
+    publishes nothing to CloudWatch, so its latencies never mix with the benchmark's on the dashboard.
+    `sweep`: the load sweep (`bench sweep`) instead of one run."""
+    run = [
+        "python3",
+        "-m",
+        "bench",
+        *bench_run_argv(config, bucket_name, run_id, extra_args, lossless=lossless, sweep=sweep),
+    ]
     return "\n".join(
         [
             "set -euo pipefail",
@@ -128,6 +175,7 @@ class BenchmarkJob(Construct):
         run_id: str,
         extra_args: list[str] | None = None,
         lossless: bool = False,
+        sweep: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = f"bench-{run_id}"
@@ -138,7 +186,7 @@ class BenchmarkJob(Construct):
             metadata=k8s.ObjectMeta(name=self.name, labels=labels),
             spec=k8s.JobSpec(
                 backoff_limit=0,
-                active_deadline_seconds=BENCH_DEADLINE_HOURS * 3600,
+                active_deadline_seconds=(SWEEP_DEADLINE_HOURS if sweep else BENCH_DEADLINE_HOURS) * 3600,
                 ttl_seconds_after_finished=7 * 24 * 3600,
                 template=k8s.PodTemplateSpec(
                     metadata=k8s.ObjectMeta(labels=labels),
@@ -153,7 +201,9 @@ class BenchmarkJob(Construct):
                                 command=[
                                     "/bin/bash",
                                     "-c",
-                                    bench_script(config, bucket_name, run_id, extra_args or [], lossless=lossless),
+                                    bench_script(
+                                        config, bucket_name, run_id, extra_args or [], lossless=lossless, sweep=sweep
+                                    ),
                                 ],
                                 env=[
                                     *job_code_env(config.region),
@@ -190,7 +240,13 @@ class BenchmarkJob(Construct):
 
 
 def render_bench_job(
-    config: DeploymentConfig, account: str, run_id: str, extra_args: list[str], *, lossless: bool = False
+    config: DeploymentConfig,
+    account: str,
+    run_id: str,
+    extra_args: list[str],
+    *,
+    lossless: bool = False,
+    sweep: bool = False,
 ) -> list[dict]:
     app = cdk8s.App()
     chart = cdk8s.Chart(app, "bench", namespace=config.namespace, disable_resource_name_hashes=True)
@@ -202,5 +258,6 @@ def render_bench_job(
         run_id=run_id,
         extra_args=extra_args,
         lossless=lossless,
+        sweep=sweep,
     )
     return chart.to_json()

@@ -40,3 +40,12 @@ def manifest_key(prefix: str) -> str:
 def mounted(prefix: str, root: str = MOUNT_PATH) -> str:
     """Where a prefix is inside a pod that mounts the bucket at root (no trailing slash)."""
     return f"{root.rstrip('/')}/{prefix}".rstrip("/")
+
+
+# `bench sweep`'s crossover: the latest one at a fixed key, where the endpoint's spill threshold reads it
+# (schema: bench/sweep_report.py CrossoverFile, docs/sweep.md), and each sweep's own copy beside its results.
+CROSSOVER_KEY = f"{RESULTS_PREFIX}crossover.json"
+
+
+def sweep_prefix(run_id: str) -> str:
+    return f"{RESULTS_PREFIX}{run_id}/"

@@ -43,3 +43,10 @@ COLD_START_PHASE = "ColdStartPhaseSeconds"
 TIME_TO_READY = "TimeToReadySeconds"
 PHASE = "Phase"
 START_KIND = "Start"
+# `bench sweep`: where speculation stops paying (the lowest load whose p50 TPOT speedup is below the floor), per
+# speculative Variant and prompt kind (TestCase `sweep/<kind>`), and the best goodput at the SLOs (TestCase
+# `sweep/all`). Published only when the sweep finds them.
+CROSSOVER_CONCURRENCY = "SpeculationCrossoverConcurrency"  # unit COUNT (requests in flight)
+CROSSOVER_RATE = "SpeculationCrossoverRate"  # unit PER_SECOND (requests per second)
+GOODPUT = "Goodput"  # unit PER_SECOND (requests per second within both SLOs)
+SWEEP_TEST_CASE_PREFIX = "sweep/"  # no test case name has a slash, so these never meet a case's series

@@ -481,6 +481,31 @@ class ObservabilityConfig(_Strict):
     )
 
 
+class SloConfig(_Strict):
+    """Service-level objectives for goodput (`bench sweep`): a request is good when it meets both. Defaults:
+    GuideLLM's chat SLOs (TTFT <= 200 ms and ITL <= 50 ms at p99)."""
+
+    ttft_p99_ms: float = Field(default=200.0, gt=0, le=600_000, description="Time to first token limit, ms.")
+    tpot_p99_ms: float = Field(default=50.0, gt=0, le=60_000, description="Time per output token limit, ms.")
+
+
+class SweepConfig(_Strict):
+    """`bench sweep`: how often each load point runs and when speculation counts as no longer paying."""
+
+    repeats: int = Field(default=3, ge=1, le=10, description="Runs of every load point (median and spread).")
+    speedup_floor: float = Field(
+        default=1.05,
+        gt=1.0,
+        le=2.0,
+        description="The crossover is the lowest load at which the p50 TPOT speedup falls below this.",
+    )
+
+
+class BenchConfig(_Strict):
+    slo: SloConfig = SloConfig()
+    sweep: SweepConfig = SweepConfig()
+
+
 # --- root ------------------------------------------------------------------------------------
 
 
@@ -500,6 +525,7 @@ class DeploymentConfig(_Strict):
     bucket: BucketConfig = BucketConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
     scaling: ScalingConfig = ScalingConfig()
+    bench: BenchConfig = BenchConfig()
     namespace: Name = "trn-specdec"
     models: dict[Name, HfModel]
     serving: ServingDefaults = ServingDefaults()

@@ -3,12 +3,15 @@
     python -m ops.run_benchmark --account ACCOUNT_ID [--config ...] [-- BENCH RUN ARGS]   # print the Job YAML
     python -m ops.run_benchmark --apply [--config ...] [-- BENCH RUN ARGS]                # what `make bench` runs
     python -m ops.run_benchmark --apply --lossless [--config ...]                         # `make bench-lossless`
+    python -m ops.run_benchmark --apply --sweep [--config ...] [-- BENCH SWEEP ARGS]      # `make bench-sweep`
 
 With --apply: apply the Job, stream its log, wait, then download the results file from
 s3://<bucket>/results/ into bench-results/ and write the Markdown report and plots next to it.
 Arguments after `--` go to `python -m bench run` (e.g. `-- --requests 16 --concurrency 4`). --lossless runs the
 lossless check instead (`bench run --lossless`: batch size 1, both stop modes, nothing published to CloudWatch);
-its run id starts with `lossless-`.
+its run id starts with `lossless-`. --sweep runs the load sweep instead (`bench sweep`, docs/sweep.md): its run
+id starts with `sweep-`, its files go to s3://<bucket>/results/<run id>/ (and crossover.json to
+results/crossover.json), and the report with plots is drawn here from the downloaded sweep file.
 """
 
 from __future__ import annotations
@@ -25,30 +28,37 @@ from pathlib import Path
 from bench.__main__ import build_parser
 from charts.bench_job import bench_run_argv, render_bench_job
 from config import DeploymentConfig, load_config
-from config.bucket_layout import results_key
+from config.bucket_layout import results_key, sweep_prefix
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError
 from ops.capacity_block import too_late
 from ops.kubectl import account_id, apply, aws_account, follow_job, run_or_print
 
 
-def new_run_id(lossless: bool = False) -> str:
-    return ("lossless-" if lossless else "") + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+def new_run_id(lossless: bool = False, sweep: bool = False) -> str:
+    prefix = "lossless-" if lossless else "sweep-" if sweep else ""
+    return prefix + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
-def bench_args_problem(config: DeploymentConfig, extra_args: list[str], *, lossless: bool) -> str | None:
+def bench_args_problem(
+    config: DeploymentConfig, extra_args: list[str], *, lossless: bool, sweep: bool = False
+) -> str | None:
     """Why the Job's `bench run` would refuse its arguments, found here with bench's own parser before the Job is
     applied (`--requests abc` used to fail in the pod); also refuses BENCH_ARGS that change what the Job owns."""
-    fixed = bench_run_argv(config, "bucket", "run", [], lossless=lossless)
+    fixed = bench_run_argv(config, "bucket", "run", [], lossless=lossless, sweep=sweep)
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors):
-            parsed = build_parser().parse_args(bench_run_argv(config, "bucket", "run", extra_args, lossless=lossless))
+            parsed = build_parser().parse_args(
+                bench_run_argv(config, "bucket", "run", extra_args, lossless=lossless, sweep=sweep)
+            )
             owned = build_parser().parse_args(fixed)
     except SystemExit:
         reason = errors.getvalue().strip().splitlines()[-1].removeprefix("python -m bench: error: ")
-        return f"BENCH_ARGS {shlex.join(extra_args)!r}: {reason}; see python -m bench run --help"
-    changed = [flag for flag, dest in JOB_OWNED_FLAGS.items() if getattr(parsed, dest) != getattr(owned, dest)]
+        return (
+            f"BENCH_ARGS {shlex.join(extra_args)!r}: {reason}; see python -m bench {'sweep' if sweep else 'run'} --help"
+        )
+    changed = [f for f, dest in JOB_OWNED_FLAGS.items() if getattr(parsed, dest, None) != getattr(owned, dest, None)]
     if changed:
         return (
             f"BENCH_ARGS {shlex.join(extra_args)!r} sets {', '.join(changed)}, which the Job sets itself (endpoints "
@@ -69,18 +79,20 @@ JOB_OWNED_FLAGS = {
 }
 
 
-def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0, lossless: bool = False) -> int:
+def run_bench(
+    config_path: str | None, extra_args: list[str], poll_s: float = 15.0, lossless: bool = False, sweep: bool = False
+) -> int:
     from config import aws
 
     config = load_config(config_path)
-    if problem := bench_args_problem(config, extra_args, lossless=lossless):
+    if problem := bench_args_problem(config, extra_args, lossless=lossless, sweep=sweep):
         raise BuildError(problem)
     refusal = too_late(config, datetime.now(UTC), "the benchmark")
     if refusal:
         raise BuildError(refusal)
     account = aws_account(config)
-    run_id = new_run_id(lossless)
-    objects = render_bench_job(config, account, run_id, extra_args, lossless=lossless)
+    run_id = new_run_id(lossless, sweep)
+    objects = render_bench_job(config, account, run_id, extra_args, lossless=lossless, sweep=sweep)
     job, ns = objects[0]["metadata"]["name"], config.namespace
     apply(ns, objects)
     if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):
@@ -88,14 +100,19 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
         return EXIT_FAILED
     local = Path("bench-results") / f"{run_id}.json"
     local.parent.mkdir(exist_ok=True)
-    bucket, key = config.models_bucket_name(account), results_key(run_id)
+    bucket = config.models_bucket_name(account)
+    key = f"{sweep_prefix(run_id)}{run_id}.json" if sweep else results_key(run_id)
     try:
         aws.client("s3", config.region).download_file(bucket, key, str(local))
     except aws.errors() as err:
         raise aws.failure(
             f"job/{job} finished but reading s3://{bucket}/{key}", err, f"see kubectl -n {ns} logs job/{job}"
         ) from None
-    report = [sys.executable, "-m", "bench", "report", str(local), "--out", str(local.with_suffix(""))]
+    if sweep:  # the SLOs and the speedup floor come from the same config the Job read
+        command = ["sweep-report", str(local), *(["--config", config_path] if config_path else [])]
+    else:
+        command = ["report", str(local)]
+    report = [sys.executable, "-m", "bench", *command, "--out", str(local.with_suffix(""))]
     if subprocess.run(report).returncode != 0:
         raise BuildError(
             f"the results are in {local}, but their report failed (above); run it again: {' '.join(report)}"
@@ -115,23 +132,25 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--account", type=account_id, help="print the Job YAML for the bucket of this AWS account id")
     mode.add_argument("--apply", action="store_true", help="run the benchmark on the cluster and wait for it")
-    parser.add_argument(
-        "--lossless", action="store_true", help="the lossless check (batch size 1) instead of the benchmark"
-    )
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--lossless", action="store_true", help="the lossless check (batch size 1) instead")
+    kind.add_argument("--sweep", action="store_true", help="the load sweep (bench sweep) instead")
     args = parser.parse_args(argv)
-    lossless = args.lossless
+    lossless, sweep = args.lossless, args.sweep
     return run_or_print(
         args.apply,
-        lambda: run_bench(args.config, extra, lossless=lossless),
-        lambda: render_checked(args.config, args.account, extra, lossless=lossless),
+        lambda: run_bench(args.config, extra, lossless=lossless, sweep=sweep),
+        lambda: render_checked(args.config, args.account, extra, lossless=lossless, sweep=sweep),
     )
 
 
-def render_checked(config_path: str | None, account: str, extra_args: list[str], *, lossless: bool) -> list[dict]:
+def render_checked(
+    config_path: str | None, account: str, extra_args: list[str], *, lossless: bool, sweep: bool = False
+) -> list[dict]:
     config = load_config(config_path)
-    if problem := bench_args_problem(config, extra_args, lossless=lossless):
+    if problem := bench_args_problem(config, extra_args, lossless=lossless, sweep=sweep):
         raise BuildError(problem)
-    return render_bench_job(config, account, new_run_id(lossless), extra_args, lossless=lossless)
+    return render_bench_job(config, account, new_run_id(lossless, sweep), extra_args, lossless=lossless, sweep=sweep)
 
 
 if __name__ == "__main__":

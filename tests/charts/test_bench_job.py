@@ -69,3 +69,16 @@ def test_the_lossless_job_runs_the_check_and_publishes_nothing(default_config):
     run = shlex.split(obj["spec"]["template"]["spec"]["containers"][0]["command"][2].splitlines()[-1])
     assert "--lossless" in run and "--cloudwatch" not in run
     assert "s3://trn-specdec-models-000000000000-us-east-2/results/lossless-20261126-000000.json" in run
+
+
+def test_the_sweep_job_runs_bench_sweep_and_uploads_under_its_own_results_prefix(default_config):
+    from bench.__main__ import build_parser
+
+    (obj,) = render_bench_job(default_config, "000000000000", "sweep-20261126-000000", ["--repeats", "2"], sweep=True)
+    kubernetes_validate.validate(obj, f"{default_config.kubernetes_version}.0", strict=True)
+    assert obj["spec"]["activeDeadlineSeconds"] == 12 * 3600  # a default sweep takes about 6 h on a trn2
+    run = shlex.split(obj["spec"]["template"]["spec"]["containers"][0]["command"][2].splitlines()[-1])
+    args = build_parser().parse_args(run[3:])
+    assert args.command == "sweep" and args.repeats == 2 and args.no_plots and args.cloudwatch
+    assert [e.split("=")[0] for e in args.endpoint] == ["baseline", "speculative"]
+    assert args.upload == "s3://trn-specdec-models-000000000000-us-east-2/results/sweep-20261126-000000/"

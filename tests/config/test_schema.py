@@ -299,6 +299,8 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ("models.qwen3-32b.hf_id", "Qwen/..", ["models.qwen3-32b.hf_id", "'..' segment"]),
         ("models.qwen3-32b.hf_id", "../Qwen3-32B", ["models.qwen3-32b.hf_id"]),
         ("serving.image.repository", "", ["image.repository=''", "malformed"]),
+        ("bench.sweep.speedup_floor", 1.0, ["bench.sweep.speedup_floor", "1.0"]),
+        ("bench.slo.ttft_p99_ms", 0, ["bench.slo.ttft_p99_ms"]),
         ("trn2_nodes.ami_release_version", "latest", ["ami_release_version", "1.35.0-20251120"]),
         ("trn2_nodes.ami_release_version", "1.34.1-20251001", ["ami_release_version", "older than 1.34.2"]),
         ("trn2_nodes.ami_release_version", "1.36.0-20260701", ["ami_release_version", "newer than"]),
@@ -561,3 +563,12 @@ def test_the_shipped_configs_publish_disjoint_metric_series():
             series = (config.observability.metrics_namespace, profile.name)
             assert series not in owners, f"{path.name} and {owners[series]} both publish {series}"
             owners[series] = path.name
+
+
+def test_sweep_slos_default_to_guidellms_chat_slos_and_a_config_may_set_them(default_config):
+    assert (default_config.bench.slo.ttft_p99_ms, default_config.bench.slo.tpot_p99_ms) == (200.0, 50.0)
+    assert (default_config.bench.sweep.repeats, default_config.bench.sweep.speedup_floor) == (3, 1.05)
+    data = default_config_dict()
+    data["bench"] = {"slo": {"ttft_p99_ms": 500}, "sweep": {"speedup_floor": 1.1}}
+    cfg = parse_config(data)
+    assert (cfg.bench.slo.ttft_p99_ms, cfg.bench.slo.tpot_p99_ms, cfg.bench.sweep.speedup_floor) == (500, 50, 1.1)

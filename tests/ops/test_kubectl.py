@@ -402,9 +402,45 @@ def test_a_bench_whose_report_fails_keeps_the_results_and_says_how_to_rerun(
     boto3.client("s3", region_name=config.region).put_object(
         Bucket=config.models_bucket_name(MOTO_ACCOUNT), Key=results_key("run1"), Body=b"not a results file"
     )
-    monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda lossless=False: "run1")
+    monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda lossless=False, sweep=False: "run1")
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(BuildError, match=r"the results are in bench-results/run1.json, but their report failed"):
         run_benchmark_module.run_bench(None, [], poll_s=0)
     assert (tmp_path / "bench-results" / "run1.json").read_bytes() == b"not a results file"
+
+
+def test_a_sweep_job_downloads_its_sweep_file_and_reports_it_with_plots(
+    aws_env, fake_kubectl, monkeypatch, tmp_path, capsys
+):
+    """`make bench-sweep`: the Job uploads under results/<run id>/; the sweep file comes back here and
+    `bench sweep-report` writes the report, crossover.json and the plots the Job could not draw."""
+    import boto3
+
+    from bench.results import RunSettings
+    from bench.sweep import SweepResults, SweepSettings
+    from config.bucket_layout import sweep_prefix
+
+    _bucket(staged=[])
+    config = load_config()
+    run = RunSettings(
+        suite="default", api="chat", mode="interleaved", concurrency=1, rate=None, requests=4, warmup=0,
+        max_tokens=16, seed=0, continuous_usage=True,
+    )  # fmt: skip
+    empty = SweepResults(
+        created_at="2026-11-26T00:00:00Z",  # type: ignore[arg-type]
+        settings=SweepSettings(run=run, concurrencies=[1], rates=[], repeats=1, requests_per_point=4),
+        points=[],
+    )
+    boto3.client("s3", region_name=config.region).put_object(
+        Bucket=config.models_bucket_name(MOTO_ACCOUNT),
+        Key=f"{sweep_prefix('sweep-run1')}sweep-run1.json",
+        Body=empty.model_dump_json().encode(),
+    )
+    monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda lossless=False, sweep=False: "sweep-run1")
+    monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    monkeypatch.chdir(tmp_path)
+    assert run_benchmark_module.run_bench(None, [], poll_s=0, sweep=True) == 0
+    report = tmp_path / "bench-results" / "sweep-run1"
+    assert {p.name for p in report.iterdir()} >= {"report.md", "crossover.json", "pareto.png"}
