@@ -164,7 +164,11 @@ def _direct(status: int, text: str) -> dict[str, Any]:
 
 
 def clusters(
-    config: DeploymentConfig, upstreams: dict[str, Upstream], spill: dict[str, int], gates: dict[str, int]
+    config: DeploymentConfig,
+    upstreams: dict[str, Upstream],
+    spill: dict[str, int],
+    gates: dict[str, int],
+    admin_port: int = ADMIN_PORT,
 ) -> list[dict[str, Any]]:
     """Per profile its cluster (health-checked); per spilling arm a capped and a gated one; per weighted arm an
     aggregate: the arm first, then the baseline, then the other weighted arms (where a dead arm's traffic goes)."""
@@ -206,7 +210,7 @@ def clusters(
                 },
             }
         )
-    out.append(_cluster("admin", _address("127.0.0.1", ADMIN_PORT), None))
+    out.append(_cluster("admin", _address("127.0.0.1", admin_port), None))
     return out
 
 
@@ -322,7 +326,11 @@ def envoy_bootstrap(
         gate_host = {
             "name": "gate",
             "domains": ["*"],
-            "routes": [{"match": {"prefix": "/"}, "route": {"cluster": name + CAPPED_SUFFIX, "timeout": "0s"}}],
+            "routes": [
+                # The health check passes the cap: a full arm is busy, not dead.
+                {"match": {"path": "/health"}, "route": {"cluster": name}},
+                {"match": {"prefix": "/"}, "route": {"cluster": name + CAPPED_SUFFIX, "timeout": "0s"}},
+            ],
         }
         listeners.append(
             {
@@ -345,7 +353,7 @@ def envoy_bootstrap(
                 }
             ]
         },
-        "static_resources": {"listeners": listeners, "clusters": clusters(config, upstreams, spill, gates)},
+        "static_resources": {"listeners": listeners, "clusters": clusters(config, upstreams, spill, gates, admin_port)},
     }
 
 

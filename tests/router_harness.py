@@ -99,6 +99,7 @@ def envoy_router(
         crossover=crossover,
     )
     text = render_bootstrap(bootstrap)
+    workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "envoy.yaml"
     path.write_text(text)
     log = (workdir / "envoy.log").open("w")
