@@ -74,9 +74,10 @@ def main(argv: list[str] | None = None) -> None:
         for name, (profile, endpoint) in PATHS.items():
             data = default_config_dict()
             data["endpoint"] = endpoint
-            with tempfile.TemporaryDirectory() as tmp, envoy_router(
-                parse_config(data), upstreams, Path(tmp), concurrency=2
-            ) as router:
+            with (
+                tempfile.TemporaryDirectory() as tmp,
+                envoy_router(parse_config(data), upstreams, Path(tmp), concurrency=2) as router,
+            ):
                 standin = si[profile].url
                 asyncio.run(ttfts_ms(router.url, standin, args.streams, args.streams, "warm"))  # open connections
                 for trial in range(args.trials):

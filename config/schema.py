@@ -398,7 +398,7 @@ class EndpointConfig(_Strict):
     )
     crossover_file: Annotated[str, StringConstraints(pattern=r"^[\w./-]+\.json$")] | None = Field(
         default=None,
-        description="JSON from the load sweep, {\"crossover_concurrency\": {\"<profile>\": <per replica>}}, read at synth.",
+        description='JSON from the load sweep, {"crossover_concurrency": {"<profile>": <per replica>}}, read at synth.',
     )
     internal_load_balancer: bool = Field(
         default=False,

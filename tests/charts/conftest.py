@@ -21,4 +21,8 @@ def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any
 
 def vllm_of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     """The vLLM services' objects of a kind (not the endpoint's router), by name."""
-    return {n: o for n, o in of_kind(objects, kind).items() if o["metadata"]["labels"].get("app.kubernetes.io/name") == "vllm"}
+    return {
+        n: o
+        for n, o in of_kind(objects, kind).items()
+        if o["metadata"]["labels"].get("app.kubernetes.io/name") == "vllm"
+    }

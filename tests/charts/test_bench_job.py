@@ -10,7 +10,7 @@ import pytest
 
 from charts.bench_job import RUNTIME_PACKAGES, bench_script, endpoints, render_bench_job
 from charts.code_bundle import locked_requirements
-from tests.charts.conftest import of_kind, vllm_of_kind
+from tests.charts.conftest import vllm_of_kind
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,10 @@ def test_the_internal_load_balancer_flag_adds_an_internal_nlb_the_sweep_can_find
     notes = lb["metadata"]["annotations"]
     assert lb["spec"]["type"] == "LoadBalancer"
     assert notes["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
-    assert f"{DEPLOYMENT_TAG_KEY}={config.name}" in notes["service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"]
+    assert (
+        f"{DEPLOYMENT_TAG_KEY}={config.name}"
+        in notes["service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"]
+    )
     ingress = of_kind(objects, "NetworkPolicy")["endpoint-from-namespace"]["spec"]["ingress"][0]["from"]
     assert {"ipBlock": {"cidr": config.network.vpc_cidr}} in ingress
 
@@ -100,9 +103,9 @@ def test_the_spill_threshold_is_the_override_else_the_crossover_else_max_num_seq
     assert spill_thresholds(parse_config(data)) == {"speculative": 4 * 2}  # max_num_seqs x replicas
     crossover = tmp_path / "crossover.json"
     crossover.write_text(json.dumps({"crossover_concurrency": {"speculative": 3}}))
-    assert spill_thresholds(parse_config({**data, "endpoint": {**data["endpoint"], "crossover_file": str(crossover)}})) == {
-        "speculative": 3 * 2
-    }
+    assert spill_thresholds(
+        parse_config({**data, "endpoint": {**data["endpoint"], "crossover_file": str(crossover)}})
+    ) == {"speculative": 3 * 2}
     both = {**data["endpoint"], "crossover_file": str(crossover), "spill_threshold": {"speculative": 7}}
     assert spill_thresholds(parse_config({**data, "endpoint": both})) == {"speculative": 7 * 2}
     assert spill_thresholds(parse_config({**data, "endpoint": {**data["endpoint"], "spill": False}})) == {}
@@ -112,7 +115,7 @@ def test_an_unreadable_crossover_file_is_a_sentence(tmp_path: Path) -> None:
     bad = tmp_path / "crossover.json"
     bad.write_text('{"something": 1}')
     config = parse_config(with_endpoint(crossover_file=str(bad)))
-    with pytest.raises(ConfigError, match="crossover_file=.*crossover_concurrency"):
+    with pytest.raises(ConfigError, match=r"crossover_file=.*crossover_concurrency"):
         spill_thresholds(config)
 
 

@@ -180,7 +180,10 @@ CROSS_FIELD_RULES = {
         ),
         "one endpoint serves one model name",
     ),
-    "endpoint spill only speculates": (_set("endpoint.spill_threshold", {"baseline": 4}), "baseline does not speculate"),
+    "endpoint spill only speculates": (
+        _set("endpoint.spill_threshold", {"baseline": 4}),
+        "baseline does not speculate",
+    ),
 }
 
 
