@@ -140,9 +140,7 @@ def _unlimited() -> dict[str, Any]:
     """Envoy's default caps (1024 requests, 3 concurrent retries) would throttle a busy endpoint: lift them."""
     big = 1_000_000
     return {
-        "thresholds": [
-            {"max_connections": big, "max_pending_requests": big, "max_requests": big, "max_retries": big}
-        ]
+        "thresholds": [{"max_connections": big, "max_pending_requests": big, "max_requests": big, "max_retries": big}]
     }
 
 
@@ -386,9 +384,7 @@ class Endpoint(Construct):
                         node_selector={NODE_ROLE_LABEL: "system"},
                         automount_service_account_token=False,
                         containers=[envoy_container(config)],
-                        volumes=[
-                            k8s.Volume(name="config", config_map=k8s.ConfigMapVolumeSource(name=f"{NAME}-envoy"))
-                        ],
+                        volumes=[k8s.Volume(name="config", config_map=k8s.ConfigMapVolumeSource(name=f"{NAME}-envoy"))],
                     ),
                 ),
             ),
@@ -464,4 +460,3 @@ def envoy_container(config: DeploymentConfig) -> k8s.Container:
         readiness_probe=k8s.Probe(http_get=probe, period_seconds=5, timeout_seconds=2, failure_threshold=2),
         liveness_probe=k8s.Probe(http_get=probe, period_seconds=10, timeout_seconds=5, failure_threshold=3),
     )
-
