@@ -45,6 +45,7 @@ class Script:
     # (prompt substring, token position): from that position on, prompts containing it get other tokens
     diverge: tuple[tuple[str, int], ...] = ()
     eos_after: int | None = None  # without ignore_eos, the output ends here (finish_reason "stop")
+    step_per_running_s: float = 0.0  # each step is this much longer per other request in flight (a batch's cost)
 
     def diverges_at(self, prompt: str) -> int | None:
         return next((at for sub, at in self.diverge if sub in prompt), None)
@@ -152,8 +153,10 @@ def make_app(script: Script) -> web.Application:
             sizes = script.chunk_sizes(tokens, prompt)
             diverge_at = script.diverges_at(prompt)
             log["sizes"] = sizes
+            due = arrived
             for i, size in enumerate(sizes):
-                delay = arrived + script.ttft_s + i * script.step_s - time.perf_counter()
+                due = _next_due(script, due, i, arrived, state.running)
+                delay = due - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
                 text = "".join(_token_text(produced + j, diverge_at) for j in range(size))
@@ -200,6 +203,16 @@ def make_app(script: Script) -> web.Application:
     app.router.add_post("/v1/completions", complete)
     app.router.add_post("/v1/chat/completions", complete)
     return app
+
+
+def _next_due(script: Script, due: float, i: int, arrived: float, running: int) -> float:
+    """When chunk i is written: on the fixed schedule, or with step_per_running_s after a step as long as the
+    requests in flight now make it (a batch's cost)."""
+    if i == 0:
+        return arrived + script.ttft_s
+    if script.step_per_running_s:
+        return due + script.step_s + script.step_per_running_s * (running - 1)
+    return arrived + script.ttft_s + i * script.step_s
 
 
 def _chunk(
@@ -275,6 +288,7 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
         "--diverge-for", action="append", default=[], metavar="TEXT=N", help="other tokens from position N on"
     )
     p.add_argument("--eos-after", type=int, default=None, help="without ignore_eos, stop after this many tokens")
+    p.add_argument("--step-per-running-ms", type=float, default=0.0, help="longer steps per other request in flight")
     p.add_argument("--lifetime-s", type=float, default=600.0, help="exit after this long, whatever happens")
     a = p.parse_args(argv)
     try:
@@ -297,6 +311,7 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
         fault=a.fault,
         diverge=diverge,
         eos_after=a.eos_after,
+        step_per_running_s=a.step_per_running_ms / 1000,
     )
     return script, a.port, a.lifetime_s
 

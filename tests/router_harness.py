@@ -39,10 +39,13 @@ class StandIn:
 
 
 @contextmanager
-def stand_in(model: str, *, ttft_ms: float = 0, step_ms: float = 0, lifetime_s: float = 120) -> Iterator[StandIn]:
-    """A stand-in answering as `model` (so a response's body says which one served it)."""
+def stand_in(
+    model: str, *, ttft_ms: float = 0, step_ms: float = 0, lifetime_s: float = 120, extra: tuple[str, ...] = ()
+) -> Iterator[StandIn]:
+    """A stand-in answering as `model` (so a response's body says which one served it); `extra`: more of
+    `python -m bench.loopback_server`'s arguments."""
     args = [sys.executable, "-m", "bench.loopback_server", "--model", model, "--ttft-ms", str(ttft_ms)]
-    args += ["--step-ms", str(step_ms), "--metrics", "none", "--lifetime-s", str(lifetime_s)]
+    args += ["--step-ms", str(step_ms), "--metrics", "none", "--lifetime-s", str(lifetime_s), *extra]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
