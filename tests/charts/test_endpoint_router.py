@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -15,10 +17,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bench.selfcheck import server_log
 from charts.endpoint import Upstream
 from config import DeploymentConfig, parse_config
 from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER, SPILL_METRICS, STICKY_HEADER
-from tests.conftest import default_config_dict
+from tests.conftest import ROOT, default_config_dict
 from tests.router_harness import KeepAliveClient, Router, envoy_router, stand_ins
 
 PROFILES = ["baseline", "speculative"]
@@ -196,3 +199,19 @@ def test_without_spill_or_with_the_override_the_busy_arm_takes_every_request(
         forced = asyncio.run(concurrent_completions(router, [{OVERRIDE_HEADER: "speculative"}] * 6))
     assert Counter(unspilled) == {(200, "speculative"): 6}
     assert Counter(forced) == {(200, "speculative"): 6}
+
+
+def test_bench_run_through_the_endpoint_picks_each_arm_with_the_override_header(tmp_path: Path) -> None:
+    """All weight on the baseline: only the override header can bring the speculative variant's requests to it."""
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("- {name: sql, prompt: 'SELECT 1;', kind: structured}\n")
+    with stand_ins(PROFILES) as si:
+        upstreams = {name: Upstream("127.0.0.1", s.port) for name, s in si.items()}
+        with envoy_router(parse_config(default_config_dict()), upstreams, tmp_path / "envoy") as router:
+            cmd = [sys.executable, "-m", "bench", "run", "--pick-arm", "--suite", str(suite), "--requests", "3"]
+            cmd += ["--warmup", "0", "--max-tokens", "4", "--api", "completions", "--out", str(tmp_path / "r.json")]
+            cmd += [f"--endpoint={name}={router.url}" for name in PROFILES]
+            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+            served = {name: len(server_log(s.url, 200)) for name, s in si.items()}
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert served == {"baseline": 3, "speculative": 3}
