@@ -21,7 +21,7 @@ VLLM_0_9_1_VENV := .venv-vllm-0.9.1
 # vLLM 0.29.0 (the vllm-neuron stack's engine), the same way: own lock, own environment, vllm --no-deps.
 VLLM_0_29_0_VENV := .venv-vllm-0.29.0
 
-.PHONY: setup synth test lint format deploy stage build bench bench-lossless ab destroy sweep-dry-run clean
+.PHONY: setup synth test lint format deploy stage build bench bench-lossless ab coldstart-report destroy sweep-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -97,6 +97,10 @@ ab: setup
 		$(BIN)/python -m ops.build_artifact $$profile --apply --config $(CONFIG) || exit 1; \
 	done
 	$(BIN)/python -m ops.run_benchmark --apply --config $(CONFIG) -- $(BENCH_ARGS)
+
+# Where each serving pod's cold start went (table + timeline PNG in coldstart/), also sent to CloudWatch
+coldstart-report: setup
+	$(BIN)/python -m ops.coldstart_report --config $(CONFIG) --publish
 
 destroy: setup
 	$(CDK) destroy --all --force $(CDK_FLAGS)

@@ -31,7 +31,7 @@ from charts.pod_security import image_user
 from charts.vllm_args import vllm_args
 from config.schema import ConfigError, DeploymentConfig, ServingProfile
 from model_build.digest import profile_digest
-from serving_stacks import legacy_v0
+from serving_stacks import legacy_v0, stack_named
 
 BUILD_CODE_CONFIG_MAP = "trn-specdec-build-code"
 SCRATCH_PATH = "/scratch"
@@ -39,9 +39,13 @@ SCRATCH_GIB = 400  # Qwen3-32B artifacts are tens of GB; neuronx-cc work files n
 BUILD_DEADLINE_HOURS = 6
 
 
+# Serving-only code in model_build: the serving pods get it from the verify-code ConfigMap (charts/serving_chart.py).
+SERVING_ONLY = ("model_build/startup_guard.py",)
+
+
 def build_code_files() -> list[str]:
     """model_build and the config it reads; pydantic and PyYAML come with vLLM in the serving image."""
-    return python_files("model_build", "config", "serving_stacks")
+    return [f for f in python_files("model_build", "config", "serving_stacks") if f not in SERVING_ONLY]
 
 
 def build_requirements() -> dict[str, str]:
@@ -76,8 +80,18 @@ def compile_command(config: DeploymentConfig, profile: ServingProfile, cli: str,
     )
 
 
+BUILD_OUT = f"{SCRATCH_PATH}/artifact"  # where compile writes and publish reads
+
+
+def build_job_env(profile: ServingProfile) -> dict[str, str]:
+    """The stack's build environment (the route, the LNC, where it compiles), as the Job renders it."""
+    return stack_named(profile.image.stack).build_job_env(
+        logical_neuron_cores=profile.placement.logical_neuron_cores, scratch=SCRATCH_PATH, out_dir=BUILD_OUT
+    )
+
+
 def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name: str) -> str:
-    out = f"{SCRATCH_PATH}/artifact"
+    out = BUILD_OUT
     cli = f"python3 -m model_build --config {CONFIG_PATH}/config.yaml --bucket {bucket_name} --models-root {MOUNT_PATH}"
     return "\n".join(
         [
@@ -148,7 +162,6 @@ class ModelBuildJob(Construct):
         bucket_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
-        lnc = str(profile.placement.logical_neuron_cores)
         self.name = build_job_name(config, profile)
         labels = {
             "app.kubernetes.io/name": "model-build",
@@ -177,9 +190,7 @@ class ModelBuildJob(Construct):
                                 command=["/bin/bash", "-c", build_script(config, profile, bucket_name)],
                                 env=[
                                     *job_code_env(config.region),
-                                    k8s.EnvVar(name="NEURON_RT_VIRTUAL_CORE_SIZE", value=lnc),
-                                    k8s.EnvVar(name="NEURON_LOGICAL_NC_CONFIG", value=lnc),
-                                    k8s.EnvVar(name="BASE_COMPILE_WORK_DIR", value=f"{SCRATCH_PATH}/nxd_model"),
+                                    *(k8s.EnvVar(name=k, value=v) for k, v in build_job_env(profile).items()),
                                 ],
                                 resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
                                 security_context=image_user(),

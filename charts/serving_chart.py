@@ -19,8 +19,14 @@ from charts.stage_job import STAGE_SERVICE_ACCOUNT
 from charts.vllm_service import VllmService
 from config.schema import DeploymentConfig
 
-# The stdlib-only manifest check the serving init container runs (model_build/check_mounted.py).
-VERIFY_CODE = ["model_build/__init__.py", "model_build/manifest.py", "model_build/check_mounted.py"]
+# The stdlib-only manifest check the serving init container runs (model_build/check_mounted.py), and the stdlib-only
+# start-up guard the vllm-neuron container runs vLLM under (model_build/startup_guard.py).
+VERIFY_CODE = [
+    "model_build/__init__.py",
+    "model_build/manifest.py",
+    "model_build/check_mounted.py",
+    "model_build/startup_guard.py",
+]
 BASE = "base"
 
 

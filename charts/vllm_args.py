@@ -71,11 +71,10 @@ def vllm_args(config: DeploymentConfig, profile: ServingProfile) -> list[str]:
 
 
 def vllm_env(config: DeploymentConfig, profile: ServingProfile) -> dict[str, str]:
-    """LNC for the runtime, plus the stack's own: where its artifact is and how a missing one fails."""
-    return {
-        "NEURON_RT_VIRTUAL_CORE_SIZE": str(profile.placement.logical_neuron_cores),
-        **stack_named(profile.image.stack).env(artifact_dir=artifact_dir(config, profile)),
-    }
+    """The stack's own: the runtime's LNC (each stack names its variable), where its artifact is, how it loads."""
+    return stack_named(profile.image.stack).env(
+        artifact_dir=artifact_dir(config, profile), logical_neuron_cores=profile.placement.logical_neuron_cores
+    )
 
 
 def _json(value: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from config.api_key import API_KEY_ENV, API_KEY_SECRET_KEY
 from config.schema import DeploymentConfig, ServingProfile
 from model_build import check_mounted
 from model_build.digest import artifact_inputs, profile_digest
-from serving_stacks import vllm_neuron
+from serving_stacks import stack_named, vllm_neuron
 
 SHM_GIB = 128  # as the reference deployment: NxDI stages tensors through shared memory
 
@@ -128,12 +128,14 @@ def verify_artifact_container(config: DeploymentConfig, profile: ServingProfile)
         "inputs": artifact_inputs(config, profile),
         "profile": profile.name,
     }
-    # vllm-neuron: after the check, copy the compile cache to node-local disk, where vLLM reads it.
+    # vllm-neuron: after the check, copy the compile cache to node-local disk, where vLLM reads it, check the copy,
+    # and check that the cache was built by the command line this container's vLLM runs.
     copy_to = vllm_neuron.CACHE_ROOT if profile.image.stack == vllm_neuron.NAME else None
+    serve_argv = ["vllm", *vllm_args(config, profile)] if copy_to else None
     return k8s.Container(
         name="verify-artifact",
         image=profile.image.uri,
-        command=check_mounted.command(artifact_dir(config, profile), expected, copy_to=copy_to),
+        command=check_mounted.command(artifact_dir(config, profile), expected, copy_to=copy_to, serve_argv=serve_argv),
         env=[k8s.EnvVar(name="PYTHONPATH", value=CODE_PATH)],
         # Stdlib Python reading the mount needs no root: Mountpoint CSI driver v2 runs Mountpoint itself as non-root
         # and opens the mount to the workload's users (its docs/UPGRADING_TO_V2.md).
@@ -159,10 +161,13 @@ def local_cache_mounts(profile: ServingProfile) -> list[k8s.VolumeMount]:
 
 def vllm_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Container:
     """vLLM on the claimed devices, with the profile's command line and environment and health probes."""
+    command = stack_named(profile.image.stack).serve_command(
+        code_path=CODE_PATH, port=profile.port, profile_name=profile.name
+    )
     return k8s.Container(
         name="vllm",
         image=profile.image.uri,
-        command=["vllm"],
+        command=command,
         args=vllm_args(config, profile),
         env=[
             *(k8s.EnvVar(name=k, value=v) for k, v in sorted(vllm_env(config, profile).items())),
@@ -171,7 +176,12 @@ def vllm_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Con
         security_context=image_user(),
         ports=[k8s.ContainerPort(name="http", container_port=profile.port)],
         resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
-        volume_mounts=[MODELS_MOUNT, k8s.VolumeMount(name="dshm", mount_path="/dev/shm"), *local_cache_mounts(profile)],
+        volume_mounts=[
+            MODELS_MOUNT,
+            k8s.VolumeMount(name="dshm", mount_path="/dev/shm"),
+            k8s.VolumeMount(name="code", mount_path=CODE_PATH, read_only=True),  # the stack's start-up guard
+            *local_cache_mounts(profile),
+        ],
         **health_probes(profile),
     )
 

@@ -25,3 +25,12 @@ RUN_THROUGHPUT = "RunOutputThroughput"
 REQUEST_ERRORS = "RequestErrors"
 ACCEPTANCE_RATE = "AcceptanceRate"
 MEAN_ACCEPTANCE_LENGTH = "MeanAcceptanceLength"
+
+# Cold start (`make coldstart-report`, ops/coldstart.py): seconds per phase of a serving pod, from the cluster's
+# own record, per service (Variant) and phase; TimeToReady per service and start kind (a new node, or a pod on
+# a node that was already Ready). The autoscaler's scale-up period is read from TimeToReady.
+SECONDS = "Seconds"
+COLD_START_PHASE = "ColdStartPhaseSeconds"
+TIME_TO_READY = "TimeToReadySeconds"
+PHASE = "Phase"
+START_KIND = "Start"

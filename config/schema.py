@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Annotated, Literal
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -309,6 +310,11 @@ class Trn2NodeGroupConfig(_Strict):
     availability_zone: str | None = Field(
         default=None, description="Pin the node group to one AZ (required for CAPACITY_BLOCK)."
     )
+    capacity_block_end: AwareDatetime | None = Field(
+        default=None,
+        description="When the Capacity Block ends, with its time zone (the EC2 console shows it in UTC, e.g. "
+        "2026-12-01T11:30:00Z). Set it with CAPACITY_BLOCK: the benchmark refuses to start in its last 45 minutes.",
+    )
     disk_gib: int = Field(default=1024, ge=200, le=16000, description="Root volume, sized for compile scratch.")
     # gp3 ranges from the EC2 API (botocore 1.44's LaunchTemplateEbsBlockDeviceRequest): IOPS 3,000-80,000,
     # throughput 125-2,000 MiB/s. Above 3,000 IOPS and 125 MiB/s each unit is billed monthly (README, Costs).
@@ -592,6 +598,11 @@ class DeploymentConfig(_Strict):
                     "trn2_nodes.capacity_type=CAPACITY_BLOCK needs trn2_nodes.availability_zone: the AZ of the "
                     "Capacity Block (see the reservation in the EC2 console)"
                 )
+        elif t.capacity_block_end:
+            problems.append(
+                f"trn2_nodes.capacity_block_end={t.capacity_block_end.isoformat()} is set but capacity_type is "
+                f"{t.capacity_type}; set capacity_type: CAPACITY_BLOCK or remove capacity_block_end"
+            )
         elif t.capacity_reservation_id:
             problems.append(
                 f"trn2_nodes.capacity_reservation_id={t.capacity_reservation_id!r} is set but capacity_type is "

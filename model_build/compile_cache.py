@@ -74,6 +74,7 @@ class CachePlan:
             f"profile {self.profile} ({self.inputs['stack']} stack): artifact = vLLM's Neuron compile cache",
             f"digest {self.digest}",
             f"graph args: {' '.join(self.inputs['graph_args'])}",
+            "compile route: " + " ".join(f"{k}={v}" for k, v in self.inputs["compile_route"].items()),
             *(f"{name}: {command}" for name, command in self.commands().items()),
         ]
         return "\n".join(lines) + "\n"
@@ -120,24 +121,31 @@ def _check_argv(plan: CachePlan, argv: list[str]) -> None:
 
 
 def check_drafter(plan: CachePlan, models_root: Path) -> None:
-    """DFlash: refuse a drafter the plugin would refuse at start (k, hidden size, vocabulary, target layers),
-    reading the staged checkpoints' config.json before the build takes the Trainium node."""
+    """Refuse a draft that vLLM 0.29 or the plugin would refuse at start, reading the staged checkpoints' config.json
+    before vLLM starts: a speculators-format config vLLM's loader rejects (EAGLE3 and DFlash), and for DFlash a
+    drafter that does not fit its target (k, hidden size, vocabulary, target layers)."""
     inputs = plan.inputs
-    if inputs["decoding"] != "dflash":
+    method = inputs["decoding"]
+    if inputs["draft"] is None:
         return
+    roles = ("target", "draft") if method == "dflash" else ("draft",)
     paths = {
         role: models_root / checkpoint_prefix(inputs[role]["hf_id"], inputs[role]["revision"]) / "config.json"
-        for role in ("target", "draft")
+        for role in roles
     }
     missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:
         raise BuildError(f"cannot read {', '.join(missing)}: stage the checkpoints first (make stage)")
-    target, drafter = (json.loads(paths[role].read_text()) for role in ("target", "draft"))
-    problems = vllm_neuron.dflash_drafter_problems(target, drafter, inputs["num_speculative_tokens"])
+    configs = {role: json.loads(path.read_text()) for role, path in paths.items()}
+    problems = vllm_neuron.speculators_problems(configs["draft"], method)
+    if method == "dflash":
+        problems += vllm_neuron.dflash_drafter_problems(
+            configs["target"], configs["draft"], inputs["num_speculative_tokens"]
+        )
     if problems:
         raise BuildError(
-            f"profile {plan.profile}: DFlash drafter {inputs['draft']['hf_id']} does not fit:\n"
-            + "\n".join(f"  - {p}" for p in problems)
+            f"profile {plan.profile}: draft {inputs['draft']['hf_id']}@{inputs['draft']['revision']} "
+            f"({paths['draft']}) would be refused when vLLM starts:\n" + "\n".join(f"  - {p}" for p in problems)
         )
 
 
@@ -154,7 +162,8 @@ def build_cache(
     _check_argv(plan, argv)
     check_drafter(plan, Path(plan.models_root))
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **vllm_neuron.build_env(cache_root=str(out))}
+    stack_env = vllm_neuron.build_env(cache_root=str(out), logical_neuron_cores=plan.inputs["logical_neuron_cores"])
+    env = {**os.environ, **stack_env}
     proc = subprocess.Popen(argv, env=env, start_new_session=True)
     started = time.monotonic()
     try:

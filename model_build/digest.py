@@ -52,12 +52,10 @@ def artifact_inputs(config: DeploymentConfig, profile: ServingProfile) -> dict[s
         "neuron_config": compiled_neuron_config(config, profile),
     }
     stack = stack_named(profile.image.stack)
-    if hasattr(stack, "graph_args"):
+    if hasattr(stack, "digest_inputs"):
         # The compile cache is keyed by graphs, shapes, compiler and its args (the plugin's
-        # compilation_cache.md): every flag of this stack that shapes them (buckets, Neuron settings,
-        # scheduling switches) joins the inputs, with the plugin version of the image.
-        inputs["plugin_version"] = profile.image.plugin_version
-        inputs["graph_args"] = stack.graph_args(profile)
+        # compilation_cache.md): the stack adds every flag that shapes them, its plugin version and its route.
+        inputs.update(stack.digest_inputs(profile))
     return inputs
 
 

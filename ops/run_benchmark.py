@@ -24,6 +24,7 @@ from config import load_config
 from config.bucket_layout import results_key
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError
+from ops.capacity_block import too_late
 from ops.kubectl import account_id, apply, aws_account, follow_job, run_or_print
 
 
@@ -37,6 +38,9 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
     from model_build import aws_clients
 
     config = load_config(config_path)
+    refusal = too_late(config, datetime.now(UTC), "the benchmark")
+    if refusal:
+        raise BuildError(refusal)
     account = aws_account(config)
     run_id = new_run_id(lossless)
     objects = render_bench_job(config, account, run_id, extra_args, lossless=lossless)

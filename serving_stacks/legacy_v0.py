@@ -41,13 +41,31 @@ def neuron_args(profile: Any) -> list[str]:
     return ["--override-neuron-config", json.dumps(overrides, separators=(",", ":"), sort_keys=True)]
 
 
-def env(*, artifact_dir: str) -> dict[str, str]:
-    """The fork serves Neuron through vLLM's V0 engine and NxDI only, from the compiled artifact on the mount."""
+def env(*, artifact_dir: str, logical_neuron_cores: int) -> dict[str, str]:
+    """The fork serves Neuron through vLLM's V0 engine and NxDI only, from the compiled artifact on the mount, at the
+    LNC the artifact was compiled for (NxDI tutorials export NEURON_RT_VIRTUAL_CORE_SIZE=$LNC)."""
     return {
+        "NEURON_RT_VIRTUAL_CORE_SIZE": str(logical_neuron_cores),
         "NEURON_COMPILED_ARTIFACTS": artifact_dir,
         "VLLM_USE_V1": "0",
         "VLLM_NEURON_FRAMEWORK": "neuronx-distributed-inference",
     }
+
+
+def build_job_env(*, logical_neuron_cores: int, scratch: str, out_dir: str) -> dict[str, str]:
+    """The NxDI compile's environment: runtime and compiler LNC, and NxDI's work directory on the Job's scratch."""
+    lnc = str(logical_neuron_cores)
+    return {
+        "NEURON_RT_VIRTUAL_CORE_SIZE": lnc,
+        "NEURON_LOGICAL_NC_CONFIG": lnc,
+        "BASE_COMPILE_WORK_DIR": f"{scratch}/nxd_model",
+    }
+
+
+def serve_command(*, code_path: str, port: int, profile_name: str) -> list[str]:
+    """vLLM itself: a load that cannot find the artifact tries to compile into the read-only mount and fails loudly
+    (FIELD_NOTES, the fork's neuronx_distributed loader)."""
+    return ["vllm"]
 
 
 def profile_problems(profile: Any, where: str) -> list[str]:

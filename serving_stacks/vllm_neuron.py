@@ -9,11 +9,18 @@ Methods: `none`, `eagle3`, `dflash` ("EAGLE3 and DFlash are supported speculativ
 guides/features-guide.md; "Vanilla draft-model speculative decoding is not supported; migrate to an EAGLE3
 draft", getting-started/migration-nxdi-to-vllm-neuron.md).
 
+Route: the plugin's native compilation route, named explicitly (`VLLM_NEURON_BACKEND=neuron_native`) in build and
+serve. It is the SDK 2.33 default and the XLA route is deprecated ("How to choose a compilation route"); only
+with the variable set does the native route's Precompile Cache (saved traces) run ("How to use the Precompile
+Cache"). docs/serving-stacks.md says what this rests on and what is not verified.
+
 Artifact: the plugin's content-addressed compile cache, `$VLLM_CACHE_ROOT/neuron/compile_cache/<hash>/`
 (design/compilation/compilation_cache.md). model_build fills it by running this stack's vLLM with the
-serving arguments on the Trainium2 node, publishes it under the profile digest; serving verifies the
-manifest, copies the cache to node-local disk (Mountpoint has no atomic rename) and starts with a cache
-miss made fatal.
+serving arguments and environment on the Trainium2 node, publishes it under the profile digest; serving
+verifies the manifest, copies the cache to node-local disk (Mountpoint has no atomic rename), checks the copy
+and that the build ran the serving command line, and starts vLLM under a guard (model_build/startup_guard.py)
+that stops the pod when anything compiles during start-up: no plugin switch that makes a miss fatal on the
+native route could be read at the pinned version.
 
 Leaf module: imports nothing of ours.
 """
@@ -37,6 +44,40 @@ MIN_DRIVER = (2, 31, 7, 0)
 CACHE_ROOT = "/cache/vllm-cache"
 CACHE_GIB = 200  # node-local emptyDir for the copied cache (AWS's sample sizes its /cache at 200Gi)
 COMPILE_CACHE_SUBDIR = "neuron/compile_cache"
+
+# The compilation route, set in build and serve alike so that an image default cannot change it, and part of the
+# artifact digest. "When VLLM_NEURON_BACKEND is not set, the server uses the native route" but the Precompile
+# Cache is then off; `neuron_native` (or `neuron`) turns it on (plugin docs, SDK 2.33: guides/how-to-choose-
+# compilation-route.md, guides/how-to-precompile-cache.md, guides/features-guide.md "Compilation").
+ROUTE_ENV = "VLLM_NEURON_BACKEND"
+ROUTE = "neuron_native"
+# Runtime LNC: "The NEURON_LOGICAL_NC_CONFIG runtime environment variable controls how many physical NeuronCores are
+# grouped to make up a logical NeuronCore", and models must be compiled for the runtime's LNC (Neuron docs
+# about-neuron/arch/neuron-features/logical-neuroncore-config.rst:37-41, aws-neuron-sdk 81ce03ae).
+LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
+
+# Every environment variable a pod of this stack (vLLM service, its init step, the build Job) may carry, and who
+# reads it. tests/serving_stacks/test_vllm_neuron_env.py checks the rendered Deployments and build Jobs against
+# this table: a variable without a reader fails. Plugin switches that no source of the pinned version shows being
+# read are left out on purpose (VLLM_NEURON_DISABLE_WARMUP_COMPILE and NEURON_LIBTORCH_* are documented for the
+# XLA route only; a native-only plugin fork rejects NEURON_LIBTORCH_* at import).
+ENV_READERS: dict[str, str] = {
+    ROUTE_ENV: "vLLM Neuron plugin docs, SDK 2.33: guides/how-to-choose-compilation-route.md "
+    "(`export VLLM_NEURON_BACKEND=neuron_native`), guides/how-to-precompile-cache.md (Lite turns the Precompile "
+    "Cache on only when it is neuron_native or neuron)",
+    "VLLM_CACHE_ROOT": "vllm 0.29.0 vllm/envs.py:693-697 (vLLM's cache root); plugin docs "
+    "design/compilation/compilation_cache.md (local cache at $VLLM_CACHE_ROOT/neuron/compile_cache), "
+    "guides/how-to-precompile-cache.md (a warm start reads the Precompile Cache from VLLM_CACHE_ROOT)",
+    LNC_ENV: "Neuron docs about-neuron/arch/neuron-features/logical-neuroncore-config.rst:37 (aws-neuron-sdk "
+    "81ce03ae): the Neuron Runtime's logical NeuronCore size",
+    "VLLM_API_KEY": "vllm 0.29.0 vllm/envs.py:800 (the OpenAI server's bearer key; charts/vllm_service.api_key_env)",
+    "PYTHONPATH": "CPython (docs.python.org/3.11/using/cmdline.html#envvar-PYTHONPATH): the verify step's and the "
+    "build Job's shipped code (charts/code_bundle.py)",
+    "PYTHONUNBUFFERED": "CPython (docs.python.org/3.11/using/cmdline.html#envvar-PYTHONUNBUFFERED): the build "
+    "Job's log as it happens (charts/code_bundle.job_code_env)",
+    "AWS_REGION": "botocore's region setting (boto3 docs, guide/configuration.html#using-environment-variables): "
+    "the build Job's S3 client (charts/code_bundle.job_code_env)",
+}
 
 # DFlash on Neuron (vllm-project/vllm-neuron vllm_neuron/vllm/spec_decode/dflash.py, DFlashProposer.__init__,
 # read at 09006a44): TP 4 or 8 only, BF16, synchronous scheduling, no chunked prefill, no prefix caching.
@@ -92,35 +133,119 @@ def graph_args(profile: Any) -> list[str]:
     return neuron_args(profile)
 
 
+def digest_inputs(profile: Any) -> dict[str, Any]:
+    """What this stack adds to the artifact digest: the plugin version, the graph-shaping flags and the compilation
+    route (the cache is keyed by graphs, shapes, compiler and its args: compilation_cache.md; the route decides
+    the lowering and whether the Precompile Cache exists)."""
+    return {
+        "plugin_version": profile.image.plugin_version,
+        "graph_args": graph_args(profile),
+        "compile_route": {ROUTE_ENV: ROUTE},
+    }
+
+
 def max_num_batched_tokens(profile: Any) -> int:
     """One prompt of max_model_len per scheduler step: no chunking needed for any prompt the profile admits."""
     return int(profile.max_model_len)
 
 
-def env(*, artifact_dir: str) -> dict[str, str]:
-    """Serving environment: the cache on local disk, and a cache miss is a start-up error, not a compile.
+def runtime_env(*, logical_neuron_cores: int, cache_root: str) -> dict[str, str]:
+    """What build and serve both give the plugin: the route, the runtime's LNC and the cache root. One function, so
+    the cache the build fills is compiled under the environment serving reads it with."""
+    return {ROUTE_ENV: ROUTE, LNC_ENV: str(logical_neuron_cores), "VLLM_CACHE_ROOT": cache_root}
+
+
+def env(*, artifact_dir: str, logical_neuron_cores: int) -> dict[str, str]:
+    """Serving environment: the native route, and the cache on node-local disk.
 
     artifact_dir (the published cache on the S3 mount) is not read by vLLM: serving's init step copies it to
-    CACHE_ROOT first (charts/vllm_service.py), because the plugin's cache wants atomic renames.
-
-    `VLLM_NEURON_DISABLE_WARMUP_COMPILE=1` "treat[s] a local cache miss as a fatal error" and
-    `NEURON_LIBTORCH_DISABLE_GRAPH_CAPTURE_BACKEND=1` disables the graph capture backend
-    (design/compilation/cpu_compilation.md, model-dev/cpu-development.md). An older plugin envs.py names the
-    second `VLLM_NEURON_DISABLE_GRAPH_CAPTURE_BACKEND` and has `VLLM_NEURON_ASSERT_CACHE_HIT`; the 1.2.0
-    source could not be read here, so both spellings are set (an unknown variable is ignored).
+    CACHE_ROOT first (charts/vllm_service.py), because the plugin's cache wants atomic renames. Nothing here makes a
+    miss fatal: the startup guard (serve_command) does.
     """
-    return {
-        "VLLM_CACHE_ROOT": CACHE_ROOT,
-        "VLLM_NEURON_DISABLE_WARMUP_COMPILE": "1",
-        "NEURON_LIBTORCH_DISABLE_GRAPH_CAPTURE_BACKEND": "1",
-        "VLLM_NEURON_DISABLE_GRAPH_CAPTURE_BACKEND": "1",
-        "VLLM_NEURON_ASSERT_CACHE_HIT": "1",
-    }
+    return runtime_env(logical_neuron_cores=logical_neuron_cores, cache_root=CACHE_ROOT)
 
 
-def build_env(*, cache_root: str) -> dict[str, str]:
-    """model_build's environment: compile into cache_root (no fatal-miss switches: this run is the compile)."""
-    return {"VLLM_CACHE_ROOT": cache_root}
+def build_env(*, cache_root: str, logical_neuron_cores: int) -> dict[str, str]:
+    """model_build's environment: serving's, compiling into cache_root (the layout below it is the one serving
+    copies back to CACHE_ROOT file by file)."""
+    return runtime_env(logical_neuron_cores=logical_neuron_cores, cache_root=cache_root)
+
+
+def build_job_env(*, logical_neuron_cores: int, scratch: str, out_dir: str) -> dict[str, str]:
+    """The build Job's environment for this stack, rendered: the same as build_env, so `kubectl get job -o yaml`
+    shows the route the compile runs on."""
+    return build_env(cache_root=out_dir, logical_neuron_cores=logical_neuron_cores)
+
+
+# The start-up guard: the serving container runs vLLM under model_build/startup_guard.py (standard library only,
+# shipped with the init step's code), which stops the pod with a sentence when, before vLLM answers /health, a file
+# appears in the compile cache that the init step did not copy, or a neuronx-cc process runs.
+GUARD_SCRIPT = "model_build/startup_guard.py"
+COMPILER_PROCESSES = ("neuronx-cc",)
+
+
+def serve_command(*, code_path: str, port: int, profile_name: str) -> list[str]:
+    """The serving container's command (its args are vLLM's, after `vllm`)."""
+    return [
+        "python3",
+        f"{code_path.rstrip('/')}/{GUARD_SCRIPT}",
+        "--watch",
+        f"{CACHE_ROOT}/{COMPILE_CACHE_SUBDIR}",
+        "--port",
+        str(port),
+        "--profile",
+        profile_name,
+        *(arg for name in COMPILER_PROCESSES for arg in ("--compiler-process", name)),
+        "--",
+        "vllm",
+    ]
+
+
+# vLLM 0.29.0's speculators-format loader (vllm/transformers_utils/configs/speculators/): the algorithms registered
+# with @register_speculator (algos.py:15,55,93,133,157); base.py:53-58 raises for any other `speculators_model_type`,
+# base.py:79-96 requires proposal_methods[0].speculative_tokens, verifier.name_or_path and a transformer_layer_config
+# dict; eagle3 takes a transformer_layer_config model_type (default "llama") of qwen3 or llama only (algos.py:41-47).
+# tests/engine/test_speculators_rules.py checks both lists against the installed vLLM 0.29.0.
+SPECULATORS_TYPES = ("dflash", "dflash2", "dspark", "eagle3", "peagle")
+EAGLE3_LAYER_TYPES = ("llama", "qwen3")
+
+
+def speculators_problems(draft: dict[str, Any], method: str) -> list[str]:
+    """Why vLLM 0.29 (or the plugin) would refuse this draft's speculators-format config.json for `method`; [] for a
+    draft that is not in speculators format (no `speculators_config`), which vLLM reads as a plain checkpoint."""
+    spec = draft.get("speculators_config")
+    if spec is None:
+        return []
+    problems: list[str] = []
+    kind = draft.get("speculators_model_type")
+    if kind not in SPECULATORS_TYPES:
+        problems.append(
+            f"speculators_model_type={kind!r} is not an algorithm vLLM 0.29.0 registers ({', '.join(SPECULATORS_TYPES)}; "
+            'vllm/transformers_utils/configs/speculators/base.py:53-58 raises "Expected one of"); stage a revision '
+            f"of the draft whose config.json says {method!r}"
+        )
+    elif kind != method:
+        problems.append(
+            f"speculators_model_type={kind!r} but the profile runs decoding.method {method!r}; the plugin's "
+            f"{method} proposer needs a {method} draft (vllm-neuron eagle.py, compile_and_load_draft_model)"
+        )
+    methods = spec.get("proposal_methods") if isinstance(spec, dict) else None
+    if not (
+        isinstance(methods, list) and methods and isinstance(methods[0], dict) and "speculative_tokens" in methods[0]
+    ):
+        problems.append("speculators_config.proposal_methods[0].speculative_tokens is missing (base.py:79-88)")
+    verifier = spec.get("verifier") if isinstance(spec, dict) else None
+    if not (isinstance(verifier, dict) and "name_or_path" in verifier):
+        problems.append("speculators_config.verifier.name_or_path is missing (base.py:79-88)")
+    layer = draft.get("transformer_layer_config")
+    if not isinstance(layer, dict):
+        problems.append("transformer_layer_config is missing or not an object (base.py:90-96)")
+    elif kind == "eagle3" and layer.get("model_type", "llama") not in EAGLE3_LAYER_TYPES:
+        problems.append(
+            f"transformer_layer_config.model_type={layer.get('model_type')!r}: vLLM 0.29.0 builds EAGLE3 heads of "
+            f"{' or '.join(EAGLE3_LAYER_TYPES)} layers only (algos.py:41-47)"
+        )
+    return problems
 
 
 def profile_problems(profile: Any, where: str) -> list[str]:

@@ -15,9 +15,11 @@ from constructs import Construct
 
 from config.kubernetes import KUBECTL_LAYERS
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
+from stacks.constructs.capacity_block_notice import CapacityBlockNotice
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
 from stacks.constructs.node_metadata import metadata_options
 from stacks.constructs.pod_identity_role import PodIdentityRole
+from stacks.constructs.s3_gateway_endpoint import S3GatewayEndpoint
 from stacks.constructs.trn2_node_group import Trn2NodeGroup
 from stacks.nag import acknowledge, acknowledge_node_role, managed_policy
 
@@ -53,6 +55,8 @@ class ClusterStack(Stack):
                 ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
             ],
         )
+        # S3 (checkpoints, artifacts, Mountpoint reads) off the NAT gateway: docs/coldstart.md, Network path.
+        self.s3_endpoint = S3GatewayEndpoint(self, "S3Endpoint", vpc=self.vpc)
         self.vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(
@@ -146,6 +150,10 @@ class ClusterStack(Stack):
             efa=config.efa_required,
             tags=config.tags,
         )
+        # A Capacity Block's end, announced by EC2 40 minutes before: to the alarm topic (docs/coldstart.md).
+        block, topic = config.trn2_nodes.capacity_reservation_id, config.observability.alarm_topic_arn
+        if config.trn2_nodes.capacity_type == "CAPACITY_BLOCK" and block and topic:
+            CapacityBlockNotice(self, "CapacityBlockNotice", reservation_id=block, topic_arn=topic)
 
         self.addons = self._managed_addons()
         self.neuron_dra = NeuronDraDriver(self, "NeuronDra", cluster=self.cluster)

@@ -53,6 +53,7 @@ class WorkloadsStack(Stack):
             )
             prefixes = serving_read_prefixes(config, profile)
             _grant_reads(role, bucket, prefixes)
+            _require_endpoint(role, bucket, cluster_stack.s3_endpoint.endpoint_id)
             acknowledge(
                 role,
                 "IAM5",
@@ -178,6 +179,21 @@ def _grant_reads(role: iam.Role, bucket: s3.IBucket, prefixes: list[str]) -> Non
     role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
     role.add_to_policy(
         iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes])
+    )
+
+
+def _require_endpoint(role: iam.Role, bucket: s3.IBucket, endpoint_id: str) -> None:
+    """The service reads the bucket only through the VPC's S3 gateway endpoint, so its credentials are useless
+    anywhere else and its bytes never cross the NAT gateway. In the role's own policy, not the bucket's: the bucket
+    stack comes before the cluster (and may outlive it), and staging or verifying from a laptop must keep working."""
+    role.add_to_policy(
+        iam.PolicyStatement(
+            sid="OnlyThroughTheVpcS3Endpoint",
+            effect=iam.Effect.DENY,
+            actions=["s3:*"],
+            resources=[bucket.bucket_arn, bucket.arn_for_objects("*")],
+            conditions={"StringNotEquals": {"aws:SourceVpce": endpoint_id}},
+        )
     )
 
 

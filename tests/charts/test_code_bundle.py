@@ -54,8 +54,9 @@ def test_bench_archive_runs_the_bench_cli(serving_objects, tmp_path):
 @pytest.mark.parametrize("name", ["trn-specdec-build-code", "trn-specdec-bench-code"])
 def test_archives_leave_room_in_their_manifest(serving_objects, name):
     """An early warning: the archive is most of its chart group's manifest, whose hard limit (the kubectl handler's
-    event, holding the old and the new manifest) tests/stacks/test_workloads_stack.py checks."""
-    assert len(of_kind(serving_objects, "ConfigMap")[name]["binaryData"]["code.tar.gz"]) < 90_000
+    event, 256 KiB, holding the old and the new manifest) tests/stacks/test_workloads_stack.py checks. 100 000
+    base64 characters per archive leave two manifests about 60 KiB below that limit."""
+    assert len(of_kind(serving_objects, "ConfigMap")[name]["binaryData"]["code.tar.gz"]) < 100_000
 
 
 # --- packages the Jobs install: hash-pinned from the lock, complete, or not at all -----------------------

@@ -103,6 +103,7 @@ def test_a_vllm_neuron_build_runs_the_deployments_own_command_line():
     from config import load_config
     from model_build.cli import build_parser
     from tests.conftest import ROOT
+    from tests.engine.command_lines import vllm_argv
 
     config = load_config(ROOT / "config" / "vllm-neuron.yaml")
     deployments = {o["metadata"]["name"]: o for o in render_serving(config, "bucket") if o["kind"] == "Deployment"}
@@ -111,5 +112,5 @@ def test_a_vllm_neuron_build_runs_the_deployments_own_command_line():
         (line,) = [x for x in build_script(config, p, "bucket").splitlines() if " compile " in x]
         args = parser.parse_args(shlex.split(line)[3:])
         (vllm,) = [c for c in deployments[p.name]["spec"]["template"]["spec"]["containers"] if c["name"] == "vllm"]
-        assert json.loads(args.vllm_argv_json) == vllm["command"] + vllm["args"]
+        assert json.loads(args.vllm_argv_json) == vllm_argv(vllm)  # what the start-up guard runs
         assert args.port == p.port

@@ -302,7 +302,8 @@ def test_a_third_profile_adds_a_third_service_without_code_changes():
 
 def test_the_vllm_neuron_example_serves_eagle3_from_a_local_cache_that_must_hit(plugin_config):
     """make synth CONFIG=config/vllm-neuron.yaml: the 0.29 image, "method":"eagle3" with a local draft path, the
-    compile cache copied from the mount to node-local disk after the check, and a cache miss fatal."""
+    compile cache copied from the mount to node-local disk after the check, the native route named, and vLLM run
+    under the start-up guard that stops a compile."""
     objects = render_serving(plugin_config, TEST_BUCKET)
     for obj in objects:
         kubernetes_validate.validate(obj, k8s_version(plugin_config), strict=True)
@@ -315,10 +316,14 @@ def test_the_vllm_neuron_example_serves_eagle3_from_a_local_cache_that_must_hit(
         assert vllm["image"].endswith(":0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04")
         env = {e["name"]: e["value"] for e in vllm["env"]}
         assert env["VLLM_CACHE_ROOT"] == "/cache/vllm-cache"
-        assert env["VLLM_NEURON_DISABLE_WARMUP_COMPILE"] == "1"
-        assert env["NEURON_LIBTORCH_DISABLE_GRAPH_CAPTURE_BACKEND"] == "1"
+        assert env["VLLM_NEURON_BACKEND"] == "neuron_native"
+        assert not [k for k in env if k.startswith("NEURON_LIBTORCH_")]  # retired by the native route's direction
         assert "NEURON_COMPILED_ARTIFACTS" not in env and "VLLM_USE_V1" not in env
         assert verify["command"][-2:] == ["--copy-to", "/cache/vllm-cache"]
+        serve_argv = json.loads(verify["command"][verify["command"].index("--serve-argv-json") + 1])
+        assert vllm["command"][:2] == ["python3", "/opt/trn-specdec/model_build/startup_guard.py"]
+        assert vllm["command"][vllm["command"].index("--watch") + 1] == "/cache/vllm-cache/neuron/compile_cache"
+        assert serve_argv == vllm["command"][vllm["command"].index("--") + 1 :] + vllm["args"]
         for container in (vllm, verify):
             assert {"name": "vllm-cache", "mountPath": "/cache/vllm-cache"} in container["volumeMounts"]
         (cache,) = [v for v in pod["volumes"] if v["name"] == "vllm-cache"]
@@ -349,7 +354,7 @@ def test_a_dflash_service_on_one_device_is_a_valid_kubernetes_object():
         kubernetes_validate.validate(obj, k8s_version(config), strict=True)
     pod = vllm_of_kind(objects, "Deployment")["dflash"]["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
-    assert env["NEURON_RT_VIRTUAL_CORE_SIZE"] == "1"
+    assert env["NEURON_LOGICAL_NC_CONFIG"] == "1"
     claim = of_kind(objects, "ResourceClaimTemplate")["dflash-neuron"]
     (request,) = claim["spec"]["spec"]["devices"]["requests"]
     assert request["exactly"]["count"] == 1

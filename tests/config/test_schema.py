@@ -153,6 +153,10 @@ CROSS_FIELD_RULES = {
         _set("trn2_nodes.capacity_reservation_id", "cr-0123456789abcdef0"),
         "is set but capacity_type is ON_DEMAND",
     ),
+    "block end only with a capacity block": (
+        _set("trn2_nodes.capacity_block_end", "2026-12-01T11:30:00Z"),
+        "capacity_block_end=2026-12-01T11:30:00+00:00 is set but capacity_type is ON_DEMAND",
+    ),
     "disk throughput within its IOPS": (_set("trn2_nodes.disk_iops", 3000), "needs at least 4000 IOPS"),
     "AMI not ahead of the control plane": (
         _set("trn2_nodes.ami_release_version", "1.36.0-20260601"),

@@ -112,7 +112,7 @@ def rendered(config_name: str) -> tuple[DeploymentConfig, dict[str, dict[str, An
         if obj["kind"] != "Deployment" or obj["metadata"]["labels"].get("app.kubernetes.io/name") != "vllm":
             continue  # the endpoint's router
         pod = obj["spec"]["template"]["spec"]
-        (container,) = [c for c in pod["containers"] if c["command"][0] == "vllm"]
+        (container,) = [c for c in pod["containers"] if c["name"] == "vllm"]
         found[obj["metadata"]["name"]] = container
     return config, found
 
@@ -139,11 +139,18 @@ def map_arg(arg: str, mounts: list[str]) -> str:
     return to_fixture_path(arg, mounts)
 
 
+def vllm_argv(container: dict[str, Any]) -> list[str]:
+    """What the container runs as vLLM: command + args, after the start-up guard's `--` when a stack wraps vLLM in it
+    (the guard runs exactly that argv: model_build/startup_guard.py)."""
+    argv = container["command"] + container["args"]
+    return argv[argv.index("--") + 1 :] if "--" in argv else argv
+
+
 def command_line(name: str, container: dict[str, Any], config: DeploymentConfig) -> dict[str, Any]:
     mounts = [m["mountPath"].rstrip("/") for m in container.get("volumeMounts", [])]
     return {
         "name": name,
-        "argv": [map_arg(a, mounts) for a in container["command"] + container["args"]],
+        "argv": [map_arg(a, mounts) for a in vllm_argv(container)],
         "env": {e["name"]: e["value"] for e in container.get("env", []) if "value" in e},
         "host_memory_gib": HOST_MEMORY_GIB[config.trn2_nodes.instance_type],
     }

@@ -38,13 +38,16 @@ _upstream_verify = ModelConfig.verify_with_parallel_config
 def _neuron_fork_verify_with_parallel_config(self: Any, parallel_config: Any) -> None:
     """The one difference of the Neuron fork applied here: no attention-heads % TP check on Neuron.
 
-    aws-neuron/upstreaming-to-vllm tag 2.24.0 (490ab20f, vLLM 0.7.2 base), vllm/config.py lines 706-714:
-    `if not current_platform.is_neuron():` guards the heads check in
-    `ModelConfig.verify_with_parallel_config`. The SDK 2.26.1 tag (vLLM 0.9.1 base) is not in the readable
-    snapshot, and its newest 0.9-based commit there (main dd417b31, 2025-06-24, config.py 1049-1066) has
-    the check unguarded. Applied anyway because the reference deployment runs a 16-head Qwen3-1.7B draft
-    at TP 32 on the 2.26.1 image, which the unguarded check rejects ("Total number of attention heads (16)
-    must be divisible by tensor parallel size (32)"). Re-check at the 2.26.1 tag when it can be read.
+    Read: aws-neuron/upstreaming-to-vllm tag 2.24.0 (490ab20f, branch neuron-2.24-vllm-v0.7.2: the vLLM 0.7.2 fork,
+    not the image's), vllm/config.py:707-715, where `if not current_platform.is_neuron():` guards the heads check in
+    `ModelConfig.verify_with_parallel_config`. The 0.9.1 image installs tag 2.26.1 of the same repository
+    (aws-neuron/deep-learning-containers 5a157957, vllm/inference/0.9.1/Dockerfile.neuronx, `prod` stage:
+    `git clone -b 2.26.1 https://github.com/aws-neuron/upstreaming-to-vllm.git /opt/vllm`; its `repo` stage clones
+    a private staging repository at the same tag). Tag 2.26.1 is not in the readable snapshot, and its newest
+    vLLM 0.9-based commit there (main dd417b31, 2025-06-24) has the check unguarded (vllm/config.py:1060-1066).
+    So the guard at 2.26.1 is inferred, not read: the reference deployment runs a 16-head Qwen3-1.7B draft at TP 32
+    on the 2.26.1 image, which the unguarded check rejects ("Total number of attention heads (16) must be divisible
+    by tensor parallel size (32)"). Re-check at the 2.26.1 tag when it can be read.
     The checks after the heads check only act with expert parallelism or pipeline parallelism > 1, which
     these command lines never use; refuse those rather than guess.
     """

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from model_build import check_mounted
-from model_build.manifest import MANIFEST_NAME, Manifest, ManifestFile, sha256_file
+from model_build.manifest import BUILD_RECORD_NAME, MANIFEST_NAME, BuildRecord, Manifest, ManifestFile, sha256_file
 from tests.conftest import ROOT
 from tests.model_build.conftest import fake_compile
 
@@ -148,3 +148,69 @@ def test_exit_codes_are_the_projects():
         project.EXIT_FAILED,
         project.EXIT_USAGE,
     )
+
+
+SERVE_ARGV = ["vllm", "serve", "/models/checkpoints/q", "--max-num-seqs", "4", "--additional-config", '{"a":1}']
+GRAPH_ARGS = ["--additional-config", '{"a":1}']
+
+
+@pytest.fixture
+def mounted_cache(tmp_path: Path) -> tuple[Path, dict]:
+    """A published vllm-neuron cache: a NEFF, the build record with the vLLM argv the build ran, the manifest."""
+    root = tmp_path / "artifacts" / "cafe"
+    inputs = {"graph_args": GRAPH_ARGS, "stack": "vllm-neuron"}
+    neff = root / "neuron" / "compile_cache" / "0123abcd" / "model.neff"
+    neff.parent.mkdir(parents=True)
+    neff.write_bytes(b"neff" * 100)
+    record = BuildRecord("eagle3", "cafe", inputs, {}, "2026-01-02T03:04:05+00:00", {"vllm_argv": SERVE_ARGV})
+    (root / BUILD_RECORD_NAME).write_text(record.to_json())
+    files = [
+        ManifestFile(p.relative_to(root).as_posix(), p.stat().st_size, sha256_file(p))
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    ]
+    (root / MANIFEST_NAME).write_text(Manifest("cafe", inputs, files, created_at=record.created_at).to_json())
+    return root, {"digest": "cafe", "inputs": inputs, "profile": "eagle3"}
+
+
+def test_a_cache_built_by_the_serving_command_line_is_copied_and_checked(mounted_cache, capsys, tmp_path):
+    root, expected = mounted_cache
+    local = tmp_path / "vllm-cache"
+    code, text = _run(capsys, root, expected, "--serve-argv-json", json.dumps(SERVE_ARGV), "--copy-to", str(local))
+    assert code == 0, text
+    assert "OK: the cache was built by the vLLM command line profile eagle3 serves with" in text
+    assert "every listed file is there at its size" in text
+    assert (local / "neuron" / "compile_cache" / "0123abcd" / "model.neff").stat().st_size == 400
+
+
+def test_a_graph_flag_that_changed_only_in_serving_fails_before_the_copy(mounted_cache, capsys, tmp_path):
+    root, expected = mounted_cache
+    serving = [*SERVE_ARGV[:4], "8", *SERVE_ARGV[5:]]  # --max-num-seqs 8 in serving, 4 in the build
+    local = tmp_path / "vllm-cache"
+    code, text = _run(capsys, root, expected, "--serve-argv-json", json.dumps(serving), "--copy-to", str(local))
+    assert code == 1 and not local.exists()
+    assert "--max-num-seqs: the cache was built with '4', serving runs '8'" in text
+    assert "make build PROFILE=eagle3" in text
+
+
+def test_a_serving_command_line_without_the_profiles_graph_args_fails(mounted_cache, capsys):
+    root, expected = mounted_cache
+    code, text = _run(capsys, root, expected, "--serve-argv-json", json.dumps(SERVE_ARGV[:5]))
+    assert code == 1
+    assert "does not carry the profile's graph arguments --additional-config" in text
+
+
+def test_a_copy_that_does_not_hold_the_listed_sizes_fails(mounted_cache, capsys, tmp_path, monkeypatch):
+    """A short copy (node disk full, an interrupted read of the mount) must not reach vLLM, which would compile."""
+    root, expected = mounted_cache
+    real_copy = check_mounted.copy_listed
+
+    def short_copy(directory, files, destination):
+        copied = real_copy(directory, files, destination)
+        (destination / files[0].path).write_bytes(b"")
+        return copied
+
+    monkeypatch.setattr(check_mounted, "copy_listed", short_copy)
+    code, text = _run(capsys, root, expected, "--copy-to", str(tmp_path / "vllm-cache"))
+    assert code == 1
+    assert "FAIL: the copy in" in text and "does not hold what the manifest lists" in text

@@ -7,6 +7,7 @@ $VLLM_CACHE_ROOT/neuron/compile_cache/<hash>/ before it answers /health, as the 
 from __future__ import annotations
 
 import dataclasses
+import json
 import socket
 import stat
 import sys
@@ -21,6 +22,8 @@ from model_build.digest import profile_digest
 from model_build.errors import BuildError
 from model_build.manifest import BUILD_RECORD_NAME, BuildRecord
 from tests.conftest import ROOT, free_port
+
+STAGED = str(ROOT / "tests" / "engine" / "fixtures")  # staged checkpoints' config.json, as on the bucket mount
 
 FAKE_VLLM = """#!{python}
 import http.server, os, pathlib, sys
@@ -72,7 +75,7 @@ def test_the_cache_is_built_by_the_serving_command_line_and_recorded(plugin, tmp
     config, profile = plugin
     fake_vllm(tmp_path, monkeypatch, "ok")
     port, out = free_port(), tmp_path / "out"
-    plan = cache_plan(config, profile, out_dir=str(out))
+    plan = cache_plan(config, profile, out_dir=str(out), models_root=STAGED)
     argv = serving_argv(config, profile, port)
     record = build_cache(plan, argv, out=out, port=port, timeout_s=120, poll_s=0.05)
     assert (out / "neuron/compile_cache/0123abcd/model.neff").read_bytes() == b"neff"
@@ -85,7 +88,7 @@ def test_a_vllm_that_exits_before_serving_fails_the_build(plugin, tmp_path, monk
     config, profile = plugin
     fake_vllm(tmp_path, monkeypatch, "crash")
     port, out = free_port(), tmp_path / "out"
-    plan = cache_plan(config, profile, out_dir=str(out))
+    plan = cache_plan(config, profile, out_dir=str(out), models_root=STAGED)
     with pytest.raises(BuildError, match="vLLM exited with code 3 before serving"):
         build_cache(plan, serving_argv(config, profile, port), out=out, port=port, timeout_s=120, poll_s=0.05)
     assert not (out / BUILD_RECORD_NAME).exists()
@@ -95,7 +98,7 @@ def test_a_server_that_left_no_cache_fails_the_build(plugin, tmp_path, monkeypat
     config, profile = plugin
     fake_vllm(tmp_path, monkeypatch, "no-cache")
     port, out = free_port(), tmp_path / "out"
-    plan = cache_plan(config, profile, out_dir=str(out))
+    plan = cache_plan(config, profile, out_dir=str(out), models_root=STAGED)
     with pytest.raises(BuildError, match="left no compile cache"):
         build_cache(plan, serving_argv(config, profile, port), out=out, port=port, timeout_s=120, poll_s=0.05)
     assert port_closed(port)
@@ -176,3 +179,69 @@ def test_a_dflash_drafter_of_another_target_is_refused():
 def test_the_drafter_check_needs_staged_checkpoints(tmp_path):
     with pytest.raises(BuildError, match="stage the checkpoints first"):
         check_drafter(_dflash_plan(15), tmp_path)
+
+
+def _eagle3_plan(models_root: Path) -> CachePlan:
+    config = load_config(ROOT / "config" / "vllm-neuron.yaml")
+    return cache_plan(config, config.profile("eagle3"), models_root=str(models_root))
+
+
+def _stage_draft(models_root: Path, plan: CachePlan, draft_config: dict) -> None:
+    draft = plan.inputs["draft"]
+    directory = models_root / "checkpoints" / draft["hf_id"] / draft["revision"]
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(json.dumps(draft_config))
+
+
+def _redhat_fixture() -> dict:
+    """The engine check's copy of RedHatAI's Qwen3-32B EAGLE3 config (tests/engine/fixtures/README.md)."""
+    path = "tests/engine/fixtures/checkpoints/RedHatAI/Qwen3-32B-speculator.eagle3/dc84fe7ff1db31efa824776f49c141fc8195eb47"
+    return json.loads((ROOT / path / "config.json").read_text())
+
+
+def test_a_staged_eagle3_head_in_speculators_format_that_vllm_reads_passes(tmp_path):
+    plan = _eagle3_plan(tmp_path)
+    _stage_draft(tmp_path, plan, _redhat_fixture())
+    check_drafter(plan, tmp_path)
+
+
+def test_a_speculators_config_with_an_unregistered_model_type_is_refused_before_vllm_starts(tmp_path):
+    """The public copy of RedHatAI's config reproduced by sglang's TestEagle3SpeculatorConfigLoading spells
+    speculators_model_type "qwen3" (fixtures/README.md); vLLM 0.29.0 refuses it (speculators/base.py:53-58)."""
+    plan = _eagle3_plan(tmp_path)
+    _stage_draft(tmp_path, plan, {**_redhat_fixture(), "speculators_model_type": "qwen3"})
+    with pytest.raises(BuildError) as err:
+        check_drafter(plan, tmp_path)
+    text = str(err.value)
+    assert "draft RedHatAI/Qwen3-32B-speculator.eagle3@dc84fe7ff1db31efa824776f49c141fc8195eb47" in text
+    assert "speculators_model_type='qwen3' is not an algorithm vLLM 0.29.0 registers" in text
+    assert "stage a revision of the draft whose config.json says 'eagle3'" in text
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"speculators_model_type": "dflash"}, "speculators_model_type='dflash' but the profile runs decoding.method"),
+        (
+            {"speculators_config": {"proposal_methods": [], "verifier": {"name_or_path": "Qwen/Qwen3-32B"}}},
+            "speculative_tokens is missing",
+        ),
+        ({"transformer_layer_config": {"model_type": "mistral"}}, "transformer_layer_config.model_type='mistral'"),
+    ],
+)
+def test_a_speculators_config_vllm_would_reject_names_what_is_wrong(change, problem):
+    from serving_stacks.vllm_neuron import speculators_problems
+
+    problems = speculators_problems({**_redhat_fixture(), **change}, "eagle3")
+    assert any(problem in p for p in problems), problems
+
+
+def test_a_draft_outside_the_speculators_format_is_left_to_vllm():
+    from serving_stacks.vllm_neuron import speculators_problems
+
+    assert speculators_problems({"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}, "eagle3") == []
+
+
+def test_the_plan_shows_the_compile_route(plugin):
+    config, profile = plugin
+    assert "compile route: VLLM_NEURON_BACKEND=neuron_native\n" in cache_plan(config, profile).render()

@@ -191,3 +191,34 @@ def test_capacity_block_launch_template_attaches_no_placement_group(variant_synt
     assert "Placement" not in lt
     assert {n["InterfaceType"] for n in lt["NetworkInterfaces"]} == {"efa", "efa-only"}
     assert variant_synth.resources("Cluster", "AWS::EC2::PlacementGroup") == {}
+
+
+def _private_route_tables(s) -> set[str]:
+    """Route tables whose default route goes to a NAT gateway: the private subnets', where nodes and pods live."""
+    routes = s.resources("Cluster", "AWS::EC2::Route").values()
+    return {r["Properties"]["RouteTableId"]["Ref"] for r in routes if "NatGatewayId" in r["Properties"]}
+
+
+def test_every_private_route_table_routes_s3_through_the_gateway_endpoint(synth, variant_synth):
+    """S3 bytes (checkpoints, artifacts, Mountpoint reads) must not cross the NAT gateway, which bills per GB."""
+    for s in (synth, variant_synth):
+        private = _private_route_tables(s)
+        assert len(private) == len(s.config.network.availability_zones)
+        (endpoint,) = s.resources("Cluster", "AWS::EC2::VPCEndpoint").values()
+        props = endpoint["Properties"]
+        assert props["VpcEndpointType"] == "Gateway"
+        assert ".s3" in json.dumps(props["ServiceName"])
+        assert {t["Ref"] for t in props["RouteTableIds"]} == private
+
+
+def test_a_capacity_block_deployment_forwards_ec2s_expiration_warning_for_its_reservation(synth, variant_synth):
+    """EC2's own event, 40 minutes before the block ends, to the alarm topic; an on-demand deployment has none."""
+    assert synth.resources("Cluster", "AWS::Events::Rule") == {}
+    (rule,) = variant_synth.resources("Cluster", "AWS::Events::Rule").values()
+    props = rule["Properties"]
+    assert props["EventPattern"]["source"] == ["aws.ec2"]
+    assert "Capacity Block Expiration Warning" in props["EventPattern"]["detail-type"]
+    assert props["EventPattern"]["detail"] == {"capacity-reservation-id": ["cr-0123456789abcdef0"]}
+    (target,) = props["Targets"]
+    assert target["Arn"] == variant_synth.config.observability.alarm_topic_arn
+    assert "<detail-capacity-reservation-id> ends at <detail-end-date>" in json.dumps(target["InputTransformer"])

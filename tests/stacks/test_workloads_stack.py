@@ -110,3 +110,19 @@ def test_bench_role_publishes_only_in_its_namespace_and_writes_only_results(synt
     (put,) = [s for s in statements if "s3:PutObject" in _actions(s)]
     assert json.dumps(put["Resource"]).endswith('/results/*"]]}')
     assert all(a in {"cloudwatch:PutMetricData", "s3:PutObject"} for s in statements for a in _actions(s))
+
+
+def test_each_service_role_reads_the_bucket_only_through_the_vpc_s3_endpoint(synth):
+    """A serving role's S3 calls from anywhere but the cluster's gateway endpoint are denied; the stage, build and
+    bench roles (and the deployer's own credentials, which stage and verify from outside) are not restricted."""
+    (endpoint_id,) = synth.resources("Cluster", "AWS::EC2::VPCEndpoint")
+    policies = statements_by_service_account(synth)
+    for account, statements in policies.items():
+        denies = [s for s in statements if s["Effect"] == "Deny"]
+        if not account.endswith("-vllm"):
+            assert denies == [], account
+            continue
+        (deny,) = denies
+        assert _actions(deny) == ["s3:*"]
+        assert endpoint_id in json.dumps(deny["Condition"]["StringNotEquals"]["aws:SourceVpce"])
+        assert len(deny["Resource"]) == 2  # the bucket and every object in it

@@ -1,0 +1,317 @@
+"""Where a serving pod's cold start went, read from the cluster's own record: the phases between node Ready (or
+the pod's creation, on a node that was already Ready) and the pod's Ready condition.
+
+Pure: it reads Kubernetes API objects as `kubectl get -o json` returns them (Pod with its conditions and
+container statuses, Node, core/v1 Events) and the two containers' logs as `kubectl logs --timestamps` prints
+them; ops/coldstart_report.py fetches those. Each boundary comes from the component that records it:
+
+    start         node Ready (Node condition) or pod created, whichever is later
+    scheduled     PodScheduled condition (scheduler)
+    pull start    first `Pulling` event of the pod (kubelet; events live about an hour: older pods have none)
+    pull end      first `Pulled` event after it; its message carries the image size in bytes
+    init start    the verify-artifact init container's startedAt
+    check end     its log line "OK: ... matches" (only when it then copies the compile cache to node disk)
+    init end      its finishedAt
+    vLLM start    the vllm container's startedAt (its current run; earlier runs are restarts)
+    engine ready  vLLM's log line that its engine is built: "init engine (...) took" (V1), "Model loading took" or
+                  "Loading weights took" (V0); "compilation: N s" in the V1 line means it compiled while serving
+    Ready         the pod's Ready condition
+
+A boundary that is not recorded merges its phase into the next one. The API keeps seconds and the logs keep
+nanoseconds, so a boundary up to one second before the previous one is that rounding, and is moved onto it; a
+larger step back is said in the pod's notes (clocks of different machines) and also moved, so phases never
+overlap or go negative.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from config.metrics import COLD_START_PHASE, PHASE, SECONDS, START_KIND, TIME_TO_READY, VARIANT
+
+INIT_CONTAINER = "verify-artifact"  # charts/vllm_service.py
+VLLM_CONTAINER = "vllm"
+PROFILE_LABEL = "app.kubernetes.io/instance"  # charts/vllm_service.py: the service's selector carries the profile
+
+# (boundary, the phase that ends there), in order.
+BOUNDARIES: tuple[tuple[str, str], ...] = (
+    ("scheduled", "schedule"),
+    ("pull_start", "claims and volumes"),
+    ("pull_end", "image pull"),
+    ("init_start", "container create"),
+    ("check_end", "artifact check"),
+    ("init_end", "cache copy"),
+    ("vllm_start", "vLLM create"),
+    ("engine_ready", "model load"),
+    ("ready", "readiness"),
+)
+PHASES = tuple(phase for _, phase in BOUNDARIES)
+ROUNDING = timedelta(seconds=1)  # API timestamps are whole seconds
+
+_CHECKED = re.compile(r"^OK: .* matches ")
+_COPIED = re.compile(r"^OK: copied \d+ files, (?P<bytes>\d+) bytes")
+_ENGINE_READY = re.compile(
+    r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) s(?: \(compilation: (?P<c>[\d.]+) s)?"
+    r"|Model loading took|Loading weights took"
+)
+_IMAGE_SIZE = re.compile(r"Image size: (?P<bytes>\d+) bytes")
+
+
+def timestamp(text: str | None) -> datetime | None:
+    """An API or log timestamp (RFC 3339, seconds or nanoseconds) as an aware datetime; None stays None."""
+    if not text:
+        return None
+    whole, _, rest = text.rstrip("Z").partition(".")
+    fraction = rest.split("+")[0][:6]
+    parsed = datetime.fromisoformat(whole).replace(tzinfo=UTC)
+    return parsed.replace(microsecond=int(fraction.ljust(6, "0"))) if fraction else parsed
+
+
+def log_lines(text: str) -> list[tuple[datetime, str]]:
+    """`kubectl logs --timestamps` output: each line starts with its RFC 3339 time and a space."""
+    out: list[tuple[datetime, str]] = []
+    for line in text.splitlines():
+        stamp, _, message = line.partition(" ")
+        try:
+            when = timestamp(stamp)
+        except ValueError:
+            continue  # a continuation of a multi-line message
+        if when is not None:
+            out.append((when, message))
+    return out
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    """One serving pod's cold start: its phases in order, how it ended, and what the record says beside."""
+
+    pod: str
+    profile: str
+    node: str | None
+    start_kind: str  # "new node" (pod created before its node was Ready), "ready node", "node gone", "not scheduled"
+    phases: tuple[Phase, ...]
+    outcome: str  # "Ready", or why not
+    image_bytes: int | None = None  # from the Pulled event; 0 when the image was already on the node
+    copied_bytes: int | None = None  # compile cache copied to node disk by the init check
+    compiled_s: float | None = None  # vLLM said it compiled while serving (never expected)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ready(self) -> bool:
+        return self.outcome == "Ready"
+
+    @property
+    def time_to_ready_s(self) -> float | None:
+        return (self.phases[-1].end - self.phases[0].start).total_seconds() if self.ready and self.phases else None
+
+
+def _condition(obj: Mapping, kind: str) -> Mapping | None:
+    return next((c for c in obj.get("status", {}).get("conditions", []) if c.get("type") == kind), None)
+
+
+def _container(pod: Mapping, key: str, name: str) -> Mapping:
+    return next((c for c in pod.get("status", {}).get(key, []) if c.get("name") == name), {})
+
+
+def _state_start(status: Mapping) -> datetime | None:
+    """When the container's latest run started: running now, ended, or (while it waits to restart) the run before."""
+    state = status.get("state", {})
+    for which in ("running", "terminated"):
+        if which in state:
+            return timestamp(state[which].get("startedAt"))
+    return timestamp(status.get("lastState", {}).get("terminated", {}).get("startedAt"))
+
+
+def _event_time(event: Mapping) -> datetime | None:
+    return timestamp(
+        event.get("firstTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
+    )
+
+
+def _outcome(pod: Mapping, init: Mapping, vllm: Mapping) -> str:
+    status = pod.get("status", {})
+    if status.get("reason") == "Evicted":
+        return f"evicted: {status.get('message', 'no message')}"
+    if status.get("phase") in ("Failed", "Succeeded"):
+        return f"ended ({status['phase']}): {status.get('message') or status.get('reason') or 'no message'}"
+    ready = _condition(pod, "Ready")
+    if ready and ready.get("status") == "True":
+        return "Ready"
+    for name, container in ((INIT_CONTAINER, init), (VLLM_CONTAINER, vllm)):
+        waiting = container.get("state", {}).get("waiting", {})
+        if waiting.get("reason") in ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerError"):
+            last = container.get("lastState", {}).get("terminated", {})
+            exit_ = f", last exit {last['exitCode']} ({last.get('reason', '')})" if "exitCode" in last else ""
+            return f"not Ready: {name} {waiting['reason']}, {container.get('restartCount', 0)} restarts{exit_}"
+    scheduled = _condition(pod, "PodScheduled")
+    if scheduled and scheduled.get("status") != "True":
+        return f"not Ready: unschedulable ({scheduled.get('message') or scheduled.get('reason', '')})"
+    return "not Ready yet"
+
+
+def cold_start(
+    pod: Mapping,
+    node: Mapping | None,
+    events: Iterable[Mapping],
+    init_log: str = "",
+    vllm_log: str = "",
+) -> ColdStart:
+    """The phases of one pod, from its Pod, its Node (None when it was never scheduled or the node is gone), the
+    events of the namespace (the pod's are picked by uid) and the logs of its init and vllm containers."""
+    meta = pod["metadata"]
+    init = _container(pod, "initContainerStatuses", INIT_CONTAINER)
+    vllm = _container(pod, "containerStatuses", VLLM_CONTAINER)
+    notes: list[str] = []
+    created = timestamp(meta["creationTimestamp"])
+    assert created is not None
+    node_ready = timestamp((_condition(node, "Ready") or {}).get("lastTransitionTime")) if node else None
+    if node is None:
+        start_kind = "node gone" if pod.get("spec", {}).get("nodeName") else "not scheduled"
+    else:
+        start_kind = "new node" if node_ready and node_ready > created else "ready node"
+    start = max(created, node_ready) if node_ready else created
+
+    marks: dict[str, datetime | None] = {name: None for name, _ in BOUNDARIES}
+    scheduled = _condition(pod, "PodScheduled")
+    if scheduled and scheduled.get("status") == "True":
+        marks["scheduled"] = timestamp(scheduled.get("lastTransitionTime"))
+
+    image_bytes: int | None = None
+    mine = [e for e in events if e.get("involvedObject", {}).get("uid") == meta.get("uid")]
+    timed = sorted(((when, e) for e in mine if (when := _event_time(e)) is not None), key=lambda pair: pair[0])
+    for when, event in timed:
+        message = event.get("message", "")
+        if event.get("reason") == "Pulling" and marks["pull_start"] is None:
+            marks["pull_start"] = when
+        elif event.get("reason") == "Pulled" and image_bytes is None:
+            if "already present on machine" in message:
+                image_bytes = 0
+                marks["pull_start"] = marks["pull_start"] or when
+                marks["pull_end"] = when
+            elif marks["pull_start"] is not None:
+                marks["pull_end"] = when
+                size = _IMAGE_SIZE.search(message)
+                image_bytes = int(size["bytes"]) if size else None
+    if not timed:
+        notes.append("no events for this pod (the API keeps them about an hour): image pull is inside the next phase")
+
+    marks["init_start"] = _state_start(init)
+    init_end = init.get("state", {}).get("terminated", {})
+    marks["init_end"] = timestamp(init_end.get("finishedAt")) if init_end.get("exitCode") == 0 else None
+    copied_bytes: int | None = None
+    lines = log_lines(init_log)
+    copy = next(((t, m) for t, m in lines if _COPIED.match(m)), None)
+    if copy is not None:
+        copied_bytes = int(_COPIED.match(copy[1])["bytes"])  # type: ignore[index]
+        marks["check_end"] = next((t for t, m in lines if _CHECKED.match(m)), None)
+    else:  # nothing copied (the legacy stack reads the mount): the check is the whole init container
+        marks["check_end"] = marks["init_end"]
+
+    marks["vllm_start"] = _state_start(vllm)
+    restarts = vllm.get("restartCount", 0)
+    if restarts:
+        notes.append(f"vllm restarted {restarts} times: the earlier runs are inside 'vLLM create'")
+    compiled_s: float | None = None
+    if marks["vllm_start"] is not None:
+        since = marks["vllm_start"] - ROUNDING
+        found = [(when, m) for when, line in log_lines(vllm_log) if when >= since and (m := _ENGINE_READY.search(line))]
+        # V1's engine line comes last and says whether it compiled; the V0 lines are the fallback.
+        engine = next(((when, m) for when, m in found if m["s"] is not None), found[0] if found else None)
+        if engine is not None:
+            marks["engine_ready"] = engine[0]
+            if engine[1]["c"] is not None and float(engine[1]["c"]) > 0:
+                compiled_s = float(engine[1]["c"])
+                notes.append(f"vLLM compiled for {compiled_s:g} s while starting: the artifact did not cover it")
+
+    outcome = _outcome(pod, init, vllm)
+    ready = _condition(pod, "Ready")
+    if outcome == "Ready" and ready:
+        marks["ready"] = timestamp(ready.get("lastTransitionTime"))
+
+    phases, order_notes = _phases(start, marks)
+    return ColdStart(
+        pod=meta["name"],
+        profile=meta.get("labels", {}).get(PROFILE_LABEL, "?"),
+        node=pod.get("spec", {}).get("nodeName"),
+        start_kind=start_kind,
+        phases=phases,
+        outcome=outcome,
+        image_bytes=image_bytes,
+        copied_bytes=copied_bytes,
+        compiled_s=compiled_s,
+        notes=(*notes, *order_notes),
+    )
+
+
+def _phases(start: datetime, marks: Mapping[str, datetime | None]) -> tuple[tuple[Phase, ...], list[str]]:
+    """Consecutive phases from `start` through every recorded boundary; unrecorded ones merge into the next."""
+    phases: list[Phase] = []
+    notes: list[str] = []
+    previous, pending = start, []
+    for mark, phase in BOUNDARIES:
+        when = marks.get(mark)
+        pending.append(phase)
+        if when is None:
+            continue
+        if when < previous:
+            behind = (previous - when).total_seconds()
+            if behind > ROUNDING.total_seconds():
+                notes.append(f"'{phase}' ended {behind:g} s before it began (clocks disagree); counted as 0 s")
+            when = previous
+        phases.append(Phase(" + ".join(pending), previous, when))
+        previous, pending = when, []
+    return tuple(phases), notes
+
+
+def report_table(starts: Iterable[ColdStart]) -> str:
+    """A Markdown table: one row per pod, one column per phase (seconds); a blank cell's time is in the next
+    filled one (that boundary was not recorded)."""
+    header = ["pod", "service", "start", *PHASES, "to Ready", "outcome"]
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for s in starts:
+        cells = dict.fromkeys(PHASES, "")
+        for p in s.phases:
+            cells[p.name.split(" + ")[-1]] = f"{p.seconds:.0f}"
+        total = f"{s.time_to_ready_s:.0f}" if s.time_to_ready_s is not None else "-"
+        rows.append("| " + " | ".join([s.pod, s.profile, s.start_kind, *cells.values(), total, s.outcome]) + " |")
+    return "\n".join(rows)
+
+
+def metric_datums(starts: Iterable[ColdStart], *, now: datetime, max_age_s: float) -> list[dict]:
+    """CloudWatch MetricData for every pod that became Ready within `max_age_s`: seconds per phase (phases whose
+    start boundary was recorded, so every value means one thing) and time to Ready, by service."""
+    datums: list[dict] = []
+    for s in starts:
+        if s.time_to_ready_s is None or (now - s.phases[-1].end).total_seconds() > max_age_s:
+            continue
+        at = s.phases[-1].end
+        for p in s.phases:
+            if " + " not in p.name:
+                datums.append(_datum(COLD_START_PHASE, [(VARIANT, s.profile), (PHASE, p.name)], p.seconds, at))
+        datums.append(_datum(TIME_TO_READY, [(VARIANT, s.profile), (START_KIND, s.start_kind)], s.time_to_ready_s, at))
+    return datums
+
+
+def _datum(name: str, dimensions: list[tuple[str, str]], value: float, at: datetime) -> dict:
+    return {
+        "MetricName": name,
+        "Dimensions": [{"Name": k, "Value": v} for k, v in dimensions],
+        "Timestamp": at,
+        "Unit": SECONDS,
+        "Values": [round(value, 3)],
+        "Counts": [1.0],
+    }
