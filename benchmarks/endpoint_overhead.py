@@ -1,6 +1,6 @@
 """What the endpoint's router adds to TTFT on loopback: the pinned Envoy (charts/endpoint.py) vs. the stand-in direct.
 
-    .venv/bin/python benchmarks/endpoint_overhead.py [--streams 64] [--requests 192] [--trials 3]
+    .venv/bin/python benchmarks/endpoint_overhead.py [--streams 64] [--requests 192] [--trials 6] [--router-cpu 1]
 
 Two loopback stand-ins (`python -m bench.loopback_server`, own processes, 50 ms TTFT, 10 ms steps) and Envoy on the
 rendered bootstrap (2 worker threads, as in the cluster). Two router paths: a plain arm (weights all on the
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -67,7 +68,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--streams", type=int, default=64)
     parser.add_argument("--requests", type=int, default=192, help="per mode and trial (the stand-in logs 200)")
     parser.add_argument("--trials", type=int, default=6)
+    parser.add_argument(
+        "--router-cpu",
+        type=int,
+        default=None,
+        help="run Envoy on this core and everything else on the others: on a 2-core machine the client and the "
+        "stand-ins otherwise take the router's CPU and their queueing shows up as router overhead",
+    )
     args = parser.parse_args(argv)
+    if args.router_cpu is not None:
+        os.sched_setaffinity(0, os.sched_getaffinity(0) - {args.router_cpu})  # inherited by the stand-ins
     added: dict[str, list[tuple[float, float]]] = {name: [] for name in PATHS}
     with stand_ins(["baseline", "speculative"], ttft_ms=50, step_ms=10, lifetime_s=900) as si:
         upstreams = {name: Upstream("127.0.0.1", s.port) for name, s in si.items()}
@@ -76,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
             data["endpoint"] = endpoint
             with (
                 tempfile.TemporaryDirectory() as tmp,
-                envoy_router(parse_config(data), upstreams, Path(tmp), concurrency=2) as router,
+                envoy_router(parse_config(data), upstreams, Path(tmp), concurrency=2, cpu=args.router_cpu) as router,
             ):
                 standin = si[profile].url
                 asyncio.run(ttfts_ms(router.url, standin, args.streams, args.streams, "warm"))  # open connections

