@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from bench.results import (
     save_results,
 )
 from config import ConfigError
+from config.endpoint import OVERRIDE_HEADER
 from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -78,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="benchmark endpoints under identical load")
     run.add_argument("--endpoint", action="append", required=True, metavar="NAME=URL", help="repeat per variant")
+    run.add_argument(
+        "--pick-arm",
+        action="store_true",
+        help=f"send `{OVERRIDE_HEADER}: NAME` with each variant's requests, so every --endpoint can be the one "
+        "endpoint (docs/endpoint.md) and each NAME a profile",
+    )
     run.add_argument("--suite", default="default", help="`default` or a YAML/JSON file of test cases")
     run.add_argument(
         "--lossless",
@@ -237,6 +245,8 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         endpoints = [parse_endpoint(e) for e in args.endpoint]
+        if args.pick_arm:
+            endpoints = [replace(e, headers=((OVERRIDE_HEADER, e.name),)) for e in endpoints]
         cases = load_suite(args.suite)
     except (ValueError, SuiteError) as err:
         print(f"error: {err}", file=sys.stderr)

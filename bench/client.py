@@ -120,9 +120,9 @@ class _StampingHandler(ResponseHandler):
         self.stamps.append((payload.total_bytes, t))
 
 
-def make_session(limit: int = 0) -> aiohttp.ClientSession:
+def make_session(limit: int = 0, headers: Mapping[str, str] | None = None) -> aiohttp.ClientSession:
     """A session that timestamps the moment each request body is handed to the socket and every socket read
-    of a response (see receive_one)."""
+    of a response (see receive_one); `headers` go on every request (e.g. the endpoint's arm override)."""
     trace = aiohttp.TraceConfig()
     trace.on_request_chunk_sent.append(_mark_sent)
     connector = aiohttp.TCPConnector(limit=limit)
@@ -130,7 +130,10 @@ def make_session(limit: int = 0) -> aiohttp.ClientSession:
         raise RuntimeError(f"aiohttp {aiohttp.__version__} has no TCPConnector._factory; use the pinned aiohttp")
     connector._factory = functools.partial(_StampingHandler, loop=asyncio.get_running_loop())
     return aiohttp.ClientSession(
-        connector=connector, trace_configs=[trace], trust_env=False, headers=auth_headers(os.environ)
+        connector=connector,
+        trace_configs=[trace],
+        trust_env=False,
+        headers={**auth_headers(os.environ), **(headers or {})},
     )
 
 

@@ -29,6 +29,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 class Endpoint:
     name: str
     url: str
+    headers: tuple[tuple[str, str], ...] = ()  # sent with every request of this variant
 
 
 def parse_endpoint(text: str) -> Endpoint:
@@ -84,7 +85,7 @@ async def run_benchmark(
     if baseline not in names:
         raise ValueError(f"baseline {baseline!r} is not one of the endpoints {names}; pass --baseline NAME")
     limit = settings.concurrency or 0
-    sessions = {e.name: make_session(limit=limit) for e in endpoints}
+    sessions = {e.name: make_session(limit=limit, headers=dict(e.headers)) for e in endpoints}
     try:
         targets: dict[str, Target] = {}
         for e in endpoints:

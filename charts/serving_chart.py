@@ -12,6 +12,7 @@ from constructs import Construct
 
 from charts.bench_job import BenchmarkRequirements, BenchmarkSupport
 from charts.code_bundle import CodeBundle, ConfigFile
+from charts.endpoint import Endpoint
 from charts.model_build_job import ModelBuildCode, ModelBuildSupport
 from charts.pod_security import network_policies
 from charts.stage_job import STAGE_SERVICE_ACCOUNT
@@ -64,6 +65,10 @@ def render_groups(config: DeploymentConfig, bucket_name: str) -> dict[str, list[
         chart = _chart(app, f"service-{profile.name}", config)
         VllmService(chart, profile.name, config=config, profile=profile, bucket_name=bucket_name, code=base.verify_code)
         groups[chart.node.id] = chart.to_json()
+    if config.endpoint.enabled:  # one OpenAI endpoint in front of the profiles (charts/endpoint.py)
+        endpoint = _chart(app, "endpoint", config)
+        Endpoint(endpoint, "Endpoint", config=config)
+        groups[endpoint.node.id] = endpoint.to_json()
     build_code = _chart(app, "model-build-code", config)
     ModelBuildCode(build_code, "Build")
     groups[build_code.node.id] = build_code.to_json()

@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from config.endpoint import STICKY_HEADER
 from config.kubernetes import DEFAULT_KUBERNETES_VERSION, DRA_MINIMUM_VERSION, SUPPORTED_KUBERNETES_VERSIONS
 from config.neuron_ami import ami_driver, driver_text
 from config.scaling import ScalingConfig, scaling_problems
@@ -506,6 +507,39 @@ class BenchConfig(_Strict):
     sweep: SweepConfig = SweepConfig()
 
 
+class EndpointConfig(_Strict):
+    """One OpenAI endpoint in front of the profiles (docs/endpoint.md): an Envoy Deployment rendered from this."""
+
+    enabled: bool = True
+    weights: dict[ProfileName, Annotated[int, Field(ge=0, le=100)]] = Field(
+        default_factory=dict,
+        description="Percent of sessions per profile, summing to 100; a profile not named gets 0 and is reached only "
+        "with the override header. Empty: everything to the baseline.",
+    )
+    sticky_header: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")] = Field(
+        default=STICKY_HEADER,
+        description="Requests with the same value of this header land on the same arm (unless spilled); without it "
+        "each request draws an arm by the weights.",
+    )
+    spill: bool = Field(default=True, description="Send new requests of a busy speculative arm to the baseline.")
+    spill_threshold: dict[ProfileName, Annotated[int, Field(ge=1, le=4096)]] = Field(
+        default_factory=dict,
+        description="In-flight requests per replica above which a speculative profile spills; wins over "
+        "crossover_file. Unset: the crossover, else the profile's max_num_seqs.",
+    )
+    crossover_file: Annotated[str, StringConstraints(pattern=r"^[\w./-]+\.json$")] | None = Field(
+        default=None,
+        description="The load sweep's crossover.json (docs/sweep.md), read at synth.",
+    )
+    internal_load_balancer: bool = Field(
+        default=False,
+        description="Also expose the endpoint on an internal NLB (VPC only, tagged for the teardown sweep); default "
+        "ClusterIP only (kubectl port-forward).",
+    )
+    port: int = Field(default=8000, ge=1024, le=65535)
+    replicas: int = Field(default=1, ge=1, le=8, description="Router pods; each caps spill on its own count.")
+
+
 # --- root ------------------------------------------------------------------------------------
 
 
@@ -535,6 +569,7 @@ class DeploymentConfig(_Strict):
         description="The profile every speedup is measured against (bench, dashboard); it must not speculate. "
         "Default: the first profile without speculation.",
     )
+    endpoint: EndpointConfig = EndpointConfig()
     api_key_secret: Name | None = Field(
         default=None,
         description="Name of a Secret in the namespace holding the key `api-key`: every vLLM service then requires "
@@ -823,6 +858,35 @@ class DeploymentConfig(_Strict):
                 "release or leave ami_release_version: null (the latest)"
             )
         return problems
+
+    @model_validator(mode="after")
+    def _endpoint_rules(self) -> DeploymentConfig:
+        """The endpoint's arms are profiles serving one model name (the baseline's); spill is for speculative arms."""
+        e, problems = self.endpoint, []
+        names = {p.name: p for p in self.profiles}
+        for name in [*e.weights, *e.spill_threshold]:
+            if name not in names:
+                problems.append(f"endpoint: {name!r} is not a profile; use one of {', '.join(names)}")
+        if e.weights and sum(e.weights.values()) != 100:
+            problems.append(
+                f"endpoint.weights add up to {sum(e.weights.values())} ({e.weights}); make them add up to 100"
+            )
+        target = self.baseline_profile.target if not problems else None
+        for name, weight in e.weights.items():
+            if target and weight and names[name].target != target:
+                problems.append(
+                    f"endpoint.weights.{name}={weight} but profile {name} serves {names[name].target}, not the "
+                    f"baseline's {target}: one endpoint serves one model name; set its weight to 0"
+                )
+        for name in e.spill_threshold:
+            if name in names and not names[name].speculative:
+                problems.append(
+                    f"endpoint.spill_threshold.{name} is set but profile {name} does not speculate; spill applies to "
+                    "speculative profiles only, remove it"
+                )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
 
     # --- derived values (read by stacks, charts, model_build, bench) ---------------------------
 

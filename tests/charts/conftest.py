@@ -17,3 +17,12 @@ def serving_objects(default_config: DeploymentConfig) -> list[dict[str, Any]]:
 
 def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def vllm_of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    """The vLLM services' objects of a kind (not the endpoint's router), by name."""
+    return {
+        n: o
+        for n, o in of_kind(objects, kind).items()
+        if o["metadata"]["labels"].get("app.kubernetes.io/name") == "vllm"
+    }

@@ -10,7 +10,7 @@ import pytest
 
 from charts.bench_job import RUNTIME_PACKAGES, bench_script, endpoints, render_bench_job
 from charts.code_bundle import locked_requirements
-from tests.charts.conftest import of_kind
+from tests.charts.conftest import vllm_of_kind
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_job_benchmarks_every_service_baseline_first(job, default_config, servin
     targets = [run[i + 1] for i, a in enumerate(run) if a == "--endpoint"]
     assert targets == endpoints(default_config)
     assert targets[0].startswith("baseline=")
-    services = of_kind(serving_objects, "Service")
+    services = vllm_of_kind(serving_objects, "Service")
     for target in targets:
         name, url = target.split("=", 1)
         assert (

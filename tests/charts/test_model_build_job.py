@@ -7,7 +7,7 @@ import pytest
 
 from charts.model_build_job import build_claim_template, build_job_name, build_script, render_build_job
 from model_build.digest import profile_digest
-from tests.charts.conftest import of_kind
+from tests.charts.conftest import of_kind, vllm_of_kind
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def test_job_validates_against_the_clusters_schemas(jobs, default_config):
 
 def test_job_uses_the_services_image_and_claim_shape(jobs, serving_objects, default_config):
     claims = of_kind(serving_objects, "ResourceClaimTemplate")
-    deployments = of_kind(serving_objects, "Deployment")
+    deployments = vllm_of_kind(serving_objects, "Deployment")
     for p in default_config.profiles:
         (job,) = jobs[p.name]
         pod = job["spec"]["template"]["spec"]

@@ -9,7 +9,7 @@ import pytest
 
 from charts import render_serving
 from config import parse_config
-from tests.charts.conftest import TEST_BUCKET, of_kind
+from tests.charts.conftest import TEST_BUCKET, of_kind, vllm_of_kind
 from tests.conftest import default_config_dict
 
 PHYSICAL_CORES_PER_TRN2_DEVICE = 8  # a Trainium2 device has 8 physical NeuronCores (trn2.48xlarge: 16 x 8 = 128)
@@ -28,7 +28,7 @@ def _render(devices: int, lnc: int) -> list[dict[str, Any]]:
 def test_the_rendered_claim_holds_the_devices_and_logical_core_size_that_give_the_tp(devices, lnc):
     objects = _render(devices, lnc)
     claims = of_kind(objects, "ResourceClaimTemplate")
-    deployments = of_kind(objects, "Deployment")
+    deployments = vllm_of_kind(objects, "Deployment")
     assert set(deployments) == {"baseline", "speculative"}
     for name, deployment in deployments.items():
         pod = deployment["spec"]["template"]["spec"]

@@ -14,12 +14,12 @@ from charts.model_build_job import render_build_job
 from charts.serving_chart import render_groups
 from charts.stage_job import render_stage_job
 from config import parse_config
-from tests.charts.conftest import TEST_BUCKET, of_kind
+from tests.charts.conftest import TEST_BUCKET, of_kind, vllm_of_kind
 from tests.conftest import default_config_dict
 
 ACCOUNT = "123456789012"
 ROOT_IN_IMAGE = {"vllm", "build", "stage"}  # the Neuron images' own user; see charts/pod_security.py
-NON_ROOT = {"verify-artifact", "bench"}
+NON_ROOT = {"verify-artifact", "bench", "envoy"}
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_network_policies_admit_the_bench_and_namespace_pods_to_vllm_only(two_po
         kubernetes_validate.validate(p, f"{config.kubernetes_version}.0", strict=True)
         assert p["metadata"]["namespace"] == config.namespace
     ns = config.namespace
-    deployments = of_kind(objects, "Deployment")
+    deployments = vllm_of_kind(objects, "Deployment")
     bench_pod = of_kind(render_bench_job(config, ACCOUNT, "run1", []), "Job")["bench-run1"]["spec"]["template"]
     bench = bench_pod["metadata"]["labels"]
     build = of_kind(render_build_job(config, "baseline", ACCOUNT), "Job")

@@ -17,7 +17,7 @@ from charts.serving_chart import render_groups
 from charts.vllm_args import artifact_dir
 from config import DeploymentConfig, parse_config
 from model_build.digest import profile_digest
-from tests.charts.conftest import TEST_BUCKET, of_kind
+from tests.charts.conftest import TEST_BUCKET, of_kind, vllm_of_kind
 from tests.conftest import default_config_dict
 
 
@@ -190,7 +190,7 @@ def test_every_pair_of_three_profiles_differs_only_in_decoding():
 
 
 def test_the_decoding_difference_is_exactly_the_speculative_flags(serving_objects):
-    deployments = of_kind(serving_objects, "Deployment")
+    deployments = vllm_of_kind(serving_objects, "Deployment")
     base_args = deployments["baseline"]["spec"]["template"]["spec"]["containers"][0]["args"]
     spec_args = deployments["speculative"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--speculative-config" not in base_args
@@ -205,7 +205,7 @@ def test_the_decoding_difference_is_exactly_the_speculative_flags(serving_object
 
 def test_tp_equals_claimed_devices_times_logical_cores(serving_objects, default_config):
     claims = of_kind(serving_objects, "ResourceClaimTemplate")
-    deployments = of_kind(serving_objects, "Deployment")
+    deployments = vllm_of_kind(serving_objects, "Deployment")
     per_device = default_config.trn2_nodes.instance.physical_cores_per_device
     for p in default_config.profiles:
         devices = claims[f"{p.name}-neuron"]["spec"]["spec"]["devices"]
@@ -225,7 +225,7 @@ def test_pods_tolerate_the_taint_the_stack_sets_and_select_trn2_nodes(serving_ob
     groups = synth.resources("Cluster", "AWS::EKS::Nodegroup").values()
     (trn2,) = [g["Properties"] for g in groups if g["Properties"]["AmiType"] == "AL2023_x86_64_NEURON"]
     (taint,) = trn2["Taints"]
-    for d in of_kind(serving_objects, "Deployment").values():
+    for d in vllm_of_kind(serving_objects, "Deployment").values():
         pod = d["spec"]["template"]["spec"]
         assert {
             "key": taint["Key"],
@@ -238,19 +238,19 @@ def test_pods_tolerate_the_taint_the_stack_sets_and_select_trn2_nodes(serving_ob
 
 
 def test_no_service_is_exposed_outside_the_cluster(serving_objects):
-    services = of_kind(serving_objects, "Service")
+    services = vllm_of_kind(serving_objects, "Service")
     assert services and all(s["spec"]["type"] == "ClusterIP" for s in services.values())
 
 
 def test_two_services_fit_on_one_trn2_48xlarge(serving_objects, default_config):
     inst = default_config.trn2_nodes.instance
     cpu = mem = devices = 0
-    for d in of_kind(serving_objects, "Deployment").values():
+    for d in vllm_of_kind(serving_objects, "Deployment").values():
         res = d["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
         cpu += float(res["cpu"])
         mem += int(res["memory"].removesuffix("Gi"))
     claims = of_kind(serving_objects, "ResourceClaimTemplate")
-    for d in of_kind(serving_objects, "Deployment").values():
+    for d in vllm_of_kind(serving_objects, "Deployment").values():
         (ref,) = d["spec"]["template"]["spec"]["resourceClaims"]
         devices += claims[ref["resourceClaimTemplateName"]]["spec"]["spec"]["devices"]["requests"][0]["exactly"][
             "count"
@@ -261,7 +261,7 @@ def test_two_services_fit_on_one_trn2_48xlarge(serving_objects, default_config):
 
 def test_artifact_path_and_init_check_agree_on_the_digest(serving_objects, default_config):
     for p in default_config.profiles:
-        d = of_kind(serving_objects, "Deployment")[p.name]
+        d = vllm_of_kind(serving_objects, "Deployment")[p.name]
         pod = d["spec"]["template"]["spec"]
         env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
         digest = profile_digest(default_config, p)
@@ -280,7 +280,7 @@ def test_models_volume_is_read_only_with_pod_credentials(serving_objects):
         assert attrs["bucketName"] == TEST_BUCKET and attrs["authenticationSource"] == "pod"
         # serving volumes cache on local disk; the build reads each checkpoint byte once and caches nothing
         assert ("cache" in attrs) == ("-build-" not in pv["metadata"]["name"])
-    for d in of_kind(serving_objects, "Deployment").values():
+    for d in vllm_of_kind(serving_objects, "Deployment").values():
         for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"]["initContainers"]:
             models = [m for m in c["volumeMounts"] if m["name"] == "models"]
             assert models and all(m["readOnly"] for m in models)
@@ -294,8 +294,8 @@ def test_a_third_profile_adds_a_third_service_without_code_changes():
     )
     config = parse_config(data)
     objects = render_serving(config, TEST_BUCKET)
-    assert set(of_kind(objects, "Deployment")) == {"baseline", "speculative", "spec-k5"}
-    assert set(of_kind(objects, "Service")) == {"baseline", "speculative", "spec-k5"}
+    assert set(vllm_of_kind(objects, "Deployment")) == {"baseline", "speculative", "spec-k5"}
+    assert set(vllm_of_kind(objects, "Service")) == {"baseline", "speculative", "spec-k5"}
     digests = {profile_digest(config, p) for p in config.profiles}
     assert len(digests) == 3
 
@@ -307,7 +307,7 @@ def test_the_vllm_neuron_example_serves_eagle3_from_a_local_cache_that_must_hit(
     objects = render_serving(plugin_config, TEST_BUCKET)
     for obj in objects:
         kubernetes_validate.validate(obj, k8s_version(plugin_config), strict=True)
-    deployments = of_kind(objects, "Deployment")
+    deployments = vllm_of_kind(objects, "Deployment")
     assert set(deployments) == {"baseline", "eagle3"}
     for deployment in deployments.values():
         pod = deployment["spec"]["template"]["spec"]
@@ -338,7 +338,7 @@ def test_the_vllm_neuron_example_serves_eagle3_from_a_local_cache_that_must_hit(
 
 
 def test_legacy_services_keep_reading_their_artifact_from_the_mount(serving_objects):
-    for deployment in of_kind(serving_objects, "Deployment").values():
+    for deployment in vllm_of_kind(serving_objects, "Deployment").values():
         pod = deployment["spec"]["template"]["spec"]
         assert "--copy-to" not in pod["initContainers"][0]["command"]
         assert all(v["name"] != "vllm-cache" for v in pod["volumes"])
@@ -352,7 +352,7 @@ def test_a_dflash_service_on_one_device_is_a_valid_kubernetes_object():
     objects = render_serving(config, TEST_BUCKET)
     for obj in objects:
         kubernetes_validate.validate(obj, k8s_version(config), strict=True)
-    pod = of_kind(objects, "Deployment")["dflash"]["spec"]["template"]["spec"]
+    pod = vllm_of_kind(objects, "Deployment")["dflash"]["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert env["NEURON_LOGICAL_NC_CONFIG"] == "1"
     claim = of_kind(objects, "ResourceClaimTemplate")["dflash-neuron"]

@@ -193,6 +193,20 @@ CROSS_FIELD_RULES = {
         _set("observability.alarm_topic_arn", "arn:aws:sns:us-west-2:123456789012:alerts"),
         "create the topic in us-east-2",
     ),
+    "endpoint names profiles": (_set("endpoint.weights", {"baseline": 90, "nobody": 10}), "'nobody' is not a profile"),
+    "endpoint weights add to 100": (_set("endpoint.weights", {"baseline": 90, "speculative": 20}), "add up to 110"),
+    "endpoint arms serve one model": (
+        _all(
+            _set("trn2_nodes.max_size", 2),
+            lambda data: data["profiles"].append({"name": "small", "target": "qwen3-1-7b"}),
+            _set("endpoint.weights", {"baseline": 90, "small": 10}),
+        ),
+        "one endpoint serves one model name",
+    ),
+    "endpoint spill only speculates": (
+        _set("endpoint.spill_threshold", {"baseline": 4}),
+        "baseline does not speculate",
+    ),
 }
 
 

