@@ -15,7 +15,7 @@ import pytest
 from charts import render_serving
 from charts.autoscaling import render_autoscaling
 from config import DeploymentConfig, parse_config
-from tests.charts.conftest import TEST_BUCKET, of_kind
+from tests.charts.conftest import TEST_BUCKET, of_kind, vllm_of_kind
 from tests.charts.hpa_replay import replay
 from tests.conftest import ROOT, default_config_dict
 
@@ -80,7 +80,7 @@ def test_other_autoscaling_objects_validate_against_the_clusters_kubernetes_sche
 
 
 def test_one_scaled_object_per_profile_targets_its_rendered_deployment(plugin_config, scaled):
-    deployments = of_kind(render_serving(plugin_config, TEST_BUCKET), "Deployment")
+    deployments = vllm_of_kind(render_serving(plugin_config, TEST_BUCKET), "Deployment")  # not the endpoint's router
     assert {s["spec"]["scaleTargetRef"]["name"] for s in scaled.values()} == set(deployments)
     for obj in scaled.values():
         ref = obj["spec"]["scaleTargetRef"]
@@ -186,7 +186,7 @@ def selectors(promql: Any, expr: Any) -> list[Any]:
 
 
 def test_every_query_parses_as_promql_and_reads_only_scraped_series(plugin_config):
-    promql = pytest.importorskip("promql_parser")
+    import promql_parser as promql
     from stacks.constructs.managed_prometheus import SCHEDULER_METRICS
     from stacks.constructs.serving_alert_rules import alert_rules
 

@@ -1,0 +1,39 @@
+"""The ServingStack contract, checked by mypy: every stack module has every member with its type (strict), and the
+config's ServingProfile is a ProfileView where the stacks are called. A module that drifts from the contract fails
+here, not at synth or on a node."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+# Where code outside serving_stacks/ hands a ServingProfile to a stack (mypy checks the call against ProfileView).
+CALLERS = [
+    "charts/vllm_args.py",
+    "model_build/digest.py",
+    "model_build/artifact_plan.py",
+    "model_build/artifact.py",
+    "config/schema.py",
+]
+
+
+def mypy(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy-cache"), "--no-error-summary", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_every_stack_module_implements_the_contract_under_strict_mypy(tmp_path):
+    result = mypy(tmp_path, "--strict", "serving_stacks/")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_config_profile_is_what_stacks_read(tmp_path):
+    result = mypy(tmp_path, "--follow-imports=silent", *CALLERS)
+    assert result.returncode == 0, result.stdout + result.stderr
