@@ -187,6 +187,7 @@ def selectors(promql: Any, expr: Any) -> list[Any]:
 
 def test_every_query_parses_as_promql_and_reads_only_scraped_series(plugin_config):
     import promql_parser as promql
+
     from stacks.constructs.managed_prometheus import SCHEDULER_METRICS
     from stacks.constructs.serving_alert_rules import alert_rules
 
