@@ -68,7 +68,7 @@ NEURON_INSTANCES: dict[str, NeuronInstance] = {
 DRA_DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 # Namespaces of Kubernetes itself and of the add-ons this cluster installs (amazon-cloudwatch: the CloudWatch
 # observability add-on; the Neuron DRA driver and the Mountpoint CSI driver live in kube-system).
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "amazon-cloudwatch")
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "amazon-cloudwatch", "keda")
 # CloudFormation refuses a template body over 1,000,000 bytes (CloudFormation quotas, "Template body size in an
 # S3 object"). Measured (aws-cdk-lib 2.275, template files as `cdk synth` writes them): the Workloads template
 # is 294 kB with one profile and grows by 21-22 kB per profile (22.3 kB with 24-character names on the

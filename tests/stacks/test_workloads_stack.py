@@ -127,7 +127,9 @@ def test_the_profile_cap_keeps_the_workloads_template_under_cloudformations_limi
     per_profile = _template_bytes(three_profile_synths["readme-spec-k5"], "Workloads") - two
     assert 15_000 < per_profile < 30_000, per_profile
     at_cap = two + (MAX_PROFILES - 2) * per_profile * 1.25
-    assert at_cap < CLOUDFORMATION_TEMPLATE_BYTES, f"{MAX_PROFILES} profiles need about {at_cap:,.0f} bytes"
+    assert at_cap < CLOUDFORMATION_TEMPLATE_BYTES, (
+        f"{MAX_PROFILES} profiles need about {at_cap:,.0f} bytes (2 profiles: {two:,}; per profile: {per_profile:,})"
+    )
 
 
 def test_the_app_reports_a_template_over_the_limit_as_a_sentence(tmp_path):
