@@ -20,6 +20,7 @@ def test_every_group_is_applied_through_the_kubectl_provider_after_the_base(synt
         "base",
         "servicebaseline",
         "servicespeculative",
+        "sharedcode",
         "modelbuildcode",
         "modelbuild",
         "bench",
