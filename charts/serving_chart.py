@@ -1,7 +1,7 @@
 """What `cdk deploy` applies, as a few charts: a base (namespace, config, the init check's code), one per
 serving profile, the code archive all Jobs share, and the static parts of the model-build, checkpoint-staging and
-benchmark Jobs. Each chart becomes its own
-manifest resource, so none nears the kubectl handler's payload limit and a profile's objects stay together."""
+benchmark Jobs. Each chart becomes its own manifest resource, so none nears the kubectl handler's payload limit and
+a profile's objects stay together."""
 
 from __future__ import annotations
 
