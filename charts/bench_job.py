@@ -15,6 +15,7 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.code_bundle import (
+    BENCH_CODE_CONFIG_MAP,
     CONFIG_PATH,
     CodeArchive,
     install_locked,
@@ -22,6 +23,7 @@ from charts.code_bundle import (
     job_code_mounts,
     job_code_volumes,
     locked_requirements,
+    own_code_files,
     python_files,
     unpack_command,
 )
@@ -33,7 +35,6 @@ from config.labels import workload_labels
 from config.schema import NODE_ROLE_LABEL, DeploymentConfig
 
 BENCH_SERVICE_ACCOUNT = "bench"
-BENCH_CODE_CONFIG_MAP = "trn-specdec-bench-code"
 BENCH_REQUIREMENTS_CONFIG_MAP = "trn-specdec-bench-requirements"
 REQUIREMENTS_PATH = "/etc/trn-specdec-requirements"
 REQUIREMENTS_KEY = "requirements.txt"
@@ -50,7 +51,8 @@ RUNTIME_PACKAGES = ("aiohttp", "pydantic", "pyyaml", "boto3")
 
 def bench_code_files() -> list[str]:
     """What `python -m bench run` and `bench sweep --no-plots` need in the cluster (no plots, no test server, no
-    tuner): the archive must fit the kubectl handler's payload (tests/charts/test_code_bundle.py)."""
+    tuner): the archives must fit the kubectl handler's payload (tests/charts/test_code_bundle.py). The Job gets
+    what every Job reads of config/ and serving_stacks/ from the shared archive, the rest from its own."""
     skip = {
         "bench/report.py",
         "bench/sweep_plots.py",
@@ -141,12 +143,12 @@ def bench_script(
 
 class BenchmarkSupport(Construct):
     """Service account (its Pod Identity role may only PutMetricData in the configured namespace and write
-    results/) and the client code, applied once by `cdk deploy`."""
+    results/) and the client's own code (the shared archive holds the rest), applied once by `cdk deploy`."""
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
         k8s.KubeServiceAccount(self, "ServiceAccount", metadata=k8s.ObjectMeta(name=BENCH_SERVICE_ACCOUNT))
-        self.code = CodeArchive(self, "Code", name=BENCH_CODE_CONFIG_MAP, files=bench_code_files())
+        self.code = CodeArchive(self, "Code", name=BENCH_CODE_CONFIG_MAP, files=own_code_files(bench_code_files()))
 
 
 class BenchmarkRequirements(Construct):

@@ -2,8 +2,9 @@
 
 No custom image build and no Docker on the deployer's machine: the files are read at synth time and
 versioned with the deployment. A small bundle is mounted file by file under CODE_PATH; a larger one is a
-deterministic tar.gz (binaryData) that the job unpacks first, which keeps each manifest far below the
-256 KiB payload limit of the kubectl handler that applies it.
+deterministic tar.gz (binaryData) that the job unpacks first. A Job's code comes as two archives: the shared one
+(config/ and serving_stacks/, the same for every Job) and its own (its package), each in a chart group of its
+own, which keeps each manifest far below the 256 KiB payload limit of the kubectl handler that applies it.
 """
 
 from __future__ import annotations
@@ -27,8 +28,19 @@ CODE_PATH = "/opt/trn-specdec"
 CONFIG_PATH = "/etc/trn-specdec"  # config.yaml: the effective deployment config, for jobs that read it
 CONFIG_CONFIG_MAP = "trn-specdec-config"
 CONFIGMAP_LIMIT = 1_000_000  # bytes; Kubernetes rejects larger ConfigMaps
-ARCHIVE_PATH = "/opt/trn-specdec-archive"
+ARCHIVE_PATH = "/opt/trn-specdec-archive"  # where a Job's own archive is mounted
+SHARED_ARCHIVE_PATH = "/opt/trn-specdec-shared-archive"  # where the shared archive is mounted
 ARCHIVE_KEY = "code.tar.gz"
+# The code archives' ConfigMaps: the shared one every Job unpacks, and each Job's own (the staging Job runs
+# model_build, so it ships the build's).
+SHARED_CODE_CONFIG_MAP = "trn-specdec-shared-code"
+BUILD_CODE_CONFIG_MAP = "trn-specdec-build-code"
+BENCH_CODE_CONFIG_MAP = "trn-specdec-bench-code"
+# The config's vocabulary of other layers (benchmark, API key, cost, labels, metrics): only the benchmark reads it,
+# so it ships in the benchmark's own archive and every other Job ships just what it imports.
+BENCH_ONLY_CONFIG = frozenset(
+    {"config/api_key.py", "config/cost.py", "config/labels.py", "config/metrics.py", "config/prompt_suite.py"}
+)
 UNPACKED_PATH = "/tmp/trn-specdec"  # PYTHONPATH of jobs that ship a CodeArchive
 DEPS_PATH = "/tmp/trn-specdec-deps"  # where install_locked() puts packages; on PYTHONPATH after the code
 REQUIREMENTS_DIR = "requirements"  # generated requirements files inside a CodeArchive
@@ -105,6 +117,19 @@ def python_files(*packages: str) -> list[str]:
     return sorted(str(p.relative_to(ROOT)) for pkg in packages for p in (ROOT / pkg).glob("*.py"))
 
 
+def shared_code_files() -> list[str]:
+    """What every Job imports from config/ and serving_stacks/: the shared archive."""
+    return [f for f in python_files("config", "serving_stacks") if f not in BENCH_ONLY_CONFIG]
+
+
+def own_code_files(files: list[str]) -> list[str]:
+    """A Job's `files` that the shared archive does not hold: its own archive."""
+    shared = set(shared_code_files())
+    if missing := shared - set(files):
+        raise ValueError(f"a Job would unpack {sorted(missing)} from the shared archive without importing them")
+    return [f for f in files if f not in shared]
+
+
 class CodeBundle(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, name: str, files: list[str]) -> None:
         super().__init__(scope, construct_id)
@@ -148,6 +173,14 @@ class CodeArchive(Construct):
         )
 
 
+class SharedCode(Construct):
+    """The shared archive. A chart group of its own: the kubectl handler's event limit applies per group."""
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.code = CodeArchive(self, "Code", name=SHARED_CODE_CONFIG_MAP, files=shared_code_files())
+
+
 def build_archive(files: list[str], generated: dict[str, bytes] | None = None) -> bytes:
     """Repository `files` plus `generated` (archive path -> bytes), in a fixed order with fixed metadata."""
     contents = {f: (ROOT / f).read_bytes() for f in files} | (generated or {})
@@ -174,21 +207,29 @@ def job_code_env(region: str) -> list[k8s.EnvVar]:
 
 
 def job_code_mounts() -> list[k8s.VolumeMount]:
-    """The code archive and config.yaml, read-only, where unpack_command() and --config expect them."""
+    """The Job's own and the shared code archive and config.yaml, read-only, where unpack_command() and --config
+    expect them."""
     return [
         k8s.VolumeMount(name="code", mount_path=ARCHIVE_PATH, read_only=True),
+        k8s.VolumeMount(name="shared-code", mount_path=SHARED_ARCHIVE_PATH, read_only=True),
         k8s.VolumeMount(name="config", mount_path=CONFIG_PATH, read_only=True),
     ]
 
 
 def job_code_volumes(config_map: str) -> list[k8s.Volume]:
-    """The volumes behind job_code_mounts(): the CodeArchive ConfigMap `config_map` and the config file."""
-    return [archive_volume(config_map), ConfigFile.volume()]
+    """The volumes behind job_code_mounts(): the Job's own CodeArchive ConfigMap `config_map`, the shared one and
+    the config file."""
+    return [archive_volume(config_map), archive_volume(SHARED_CODE_CONFIG_MAP, "shared-code"), ConfigFile.volume()]
 
 
 def unpack_command() -> str:
-    """First line of a job script that ships a CodeArchive (tar exists in every image we use)."""
-    return f"mkdir -p {UNPACKED_PATH} && tar -xzf {ARCHIVE_PATH}/{ARCHIVE_KEY} -C {UNPACKED_PATH}"
+    """First line of a job script that ships a CodeArchive: the shared and the Job's own archive, into one
+    directory (tar exists in every image we use)."""
+    return (
+        f"mkdir -p {UNPACKED_PATH}"
+        f" && tar -xzf {SHARED_ARCHIVE_PATH}/{ARCHIVE_KEY} -C {UNPACKED_PATH}"
+        f" && tar -xzf {ARCHIVE_PATH}/{ARCHIVE_KEY} -C {UNPACKED_PATH}"
+    )
 
 
 class ConfigFile(Construct):

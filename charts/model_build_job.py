@@ -13,6 +13,8 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.code_bundle import (
+    BENCH_ONLY_CONFIG,
+    BUILD_CODE_CONFIG_MAP,
     CONFIG_PATH,
     CodeArchive,
     archived_requirements,
@@ -21,6 +23,7 @@ from charts.code_bundle import (
     job_code_mounts,
     job_code_volumes,
     locked_requirements,
+    own_code_files,
     python_files,
     unpack_command,
 )
@@ -34,7 +37,6 @@ from config.schema import ConfigError, DeploymentConfig, ServingProfile
 from model_build.digest import profile_digest
 from serving_stacks import stack_named
 
-BUILD_CODE_CONFIG_MAP = "trn-specdec-build-code"
 SCRATCH_PATH = "/scratch"
 SCRATCH_GIB = 400  # Qwen3-32B artifacts are tens of GB; neuronx-cc work files need more
 BUILD_DEADLINE_HOURS = 6
@@ -46,10 +48,12 @@ SERVING_ONLY = ("model_build/startup_guard.py",)
 
 def build_code_files() -> list[str]:
     """model_build and the config it reads; pydantic and PyYAML come with vLLM in the serving image. The config's
-    vocabulary of other layers (benchmark, API key, cost, labels) stays out: the archive has a size budget."""
-    skip = {"config/api_key.py", "config/cost.py", "config/labels.py", "config/metrics.py", "config/prompt_suite.py"}
+    vocabulary of other layers (benchmark, API key, cost, labels) stays out: the archives have a size budget. The
+    Job gets config/ and serving_stacks/ from the shared archive, the rest from its own (ModelBuildCode)."""
     return [
-        f for f in python_files("model_build", "config", "serving_stacks") if f not in skip and f not in SERVING_ONLY
+        f
+        for f in python_files("model_build", "config", "serving_stacks")
+        if f not in BENCH_ONLY_CONFIG and f not in SERVING_ONLY
     ]
 
 
@@ -114,13 +118,18 @@ def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name:
 
 
 class ModelBuildCode(Construct):
-    """The build Job's code and hash-pinned requirements. Applied as a chart group of its own: the archive is
-    most of a manifest, and the kubectl handler's event limit applies per group."""
+    """The build Job's own code (model_build; config/ and serving_stacks/ are in the shared archive) and
+    hash-pinned requirements. Applied as a chart group of its own: the archive is most of a manifest, and the
+    kubectl handler's event limit applies per group."""
 
     def __init__(self, scope: Construct, construct_id: str) -> None:
         super().__init__(scope, construct_id)
         self.code = CodeArchive(
-            self, "Code", name=BUILD_CODE_CONFIG_MAP, files=build_code_files(), requirements=build_requirements()
+            self,
+            "Code",
+            name=BUILD_CODE_CONFIG_MAP,
+            files=own_code_files(build_code_files()),
+            requirements=build_requirements(),
         )
 
 

@@ -1,6 +1,7 @@
 """What `cdk deploy` applies, as a few charts: a base (namespace, config, the init check's code), one per
-serving profile, and the static parts of the model-build, checkpoint-staging and benchmark Jobs. Each chart becomes its own
-manifest resource, so none nears the kubectl handler's payload limit and a profile's objects stay together."""
+serving profile, the code archive all Jobs share, and the static parts of the model-build, checkpoint-staging and
+benchmark Jobs. Each chart becomes its own manifest resource, so none nears the kubectl handler's payload limit and
+a profile's objects stay together."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.bench_job import BenchmarkRequirements, BenchmarkSupport
-from charts.code_bundle import CodeBundle, ConfigFile
+from charts.code_bundle import CodeBundle, ConfigFile, SharedCode
 from charts.endpoint import Endpoint
 from charts.model_build_job import ModelBuildCode, ModelBuildSupport
 from charts.pod_security import network_policies
@@ -69,6 +70,9 @@ def render_groups(config: DeploymentConfig, bucket_name: str) -> dict[str, list[
         endpoint = _chart(app, "endpoint", config)
         Endpoint(endpoint, "Endpoint", config=config)
         groups[endpoint.node.id] = endpoint.to_json()
+    shared_code = _chart(app, "shared-code", config)
+    SharedCode(shared_code, "Shared")
+    groups[shared_code.node.id] = shared_code.to_json()
     build_code = _chart(app, "model-build-code", config)
     ModelBuildCode(build_code, "Build")
     groups[build_code.node.id] = build_code.to_json()

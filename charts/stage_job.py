@@ -16,6 +16,7 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.code_bundle import (
+    BUILD_CODE_CONFIG_MAP,
     CONFIG_PATH,
     archived_requirements,
     install_locked,
@@ -24,7 +25,6 @@ from charts.code_bundle import (
     job_code_volumes,
     unpack_command,
 )
-from charts.model_build_job import BUILD_CODE_CONFIG_MAP
 from charts.neuron_claim import gi, trn2_node_placement
 from charts.pod_security import image_user
 from config.labels import workload_labels

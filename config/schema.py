@@ -70,12 +70,13 @@ DRA_DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 # observability add-on; the Neuron DRA driver and the Mountpoint CSI driver live in kube-system).
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "amazon-cloudwatch", "keda")
 # CloudFormation refuses a template body over 1,000,000 bytes (CloudFormation quotas, "Template body size in an
-# S3 object"). Measured (aws-cdk-lib 2.275, template files as `cdk synth` writes them): the Workloads template
-# is 294 kB with one profile and grows by 21-22 kB per profile (22.3 kB with 24-character names on the
-# vllm-neuron stack), so 32 profiles reach the limit; 24 leaves 18% for longer model ids and later objects.
-# tests/stacks/test_workloads_stack.py re-measures it on every run; app.py checks the real size after synth.
+# S3 object"). Measured 2026-11-26 (aws-cdk-lib 2.275, template files as `cdk synth` writes them): the Workloads
+# template is 369 kB with the default two profiles and grows by 25.4 kB per profile (its Deployment, Service, claim,
+# role, ScaledObject and endpoint routes); with 25% for 24-character names and longer model ids, 20 profiles need
+# about 939 kB. tests/stacks/test_workloads_stack.py re-measures it on every run; app.py checks the real size after
+# synth.
 CLOUDFORMATION_TEMPLATE_BYTES = 1_000_000
-MAX_PROFILES = 24
+MAX_PROFILES = 20
 GP3_IOPS_PER_MIBPS = 4  # gp3 throughput is at most 0.25 MiB/s per provisioned IOPS (Amazon EBS volume types)
 
 # <vllm x.y.z>[.<plugin x.y.z>]-neuronx-py<NN>-sdk<x.y.z>-ubuntu<NN.NN>: three version parts on the legacy fork's

@@ -1,4 +1,5 @@
-"""Shipped code: the archives the jobs unpack hold everything their commands import, and are reproducible."""
+"""Shipped code: the archives the jobs unpack (the shared one and their own) hold everything their commands import,
+and are reproducible."""
 
 from __future__ import annotations
 
@@ -16,11 +17,19 @@ from charts.code_bundle import build_archive
 from charts.model_build_job import build_code_files
 from tests.charts.conftest import of_kind
 
+SHARED = "trn-specdec-shared-code"
+
 
 def _unpack(serving_objects, name: str, dest) -> None:
     blob = base64.b64decode(of_kind(serving_objects, "ConfigMap")[name]["binaryData"]["code.tar.gz"])
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
         tar.extractall(dest, filter="data")
+
+
+def _unpack_job_code(serving_objects, name: str, dest) -> None:
+    """As unpack_command() does: the shared archive, then the Job's own, into one directory."""
+    _unpack(serving_objects, SHARED, dest)
+    _unpack(serving_objects, name, dest)
 
 
 def _run(args: list[str], pythonpath, cwd) -> subprocess.CompletedProcess[str]:
@@ -35,7 +44,7 @@ def test_archives_are_reproducible():
 
 def test_build_archive_runs_model_build_plan_against_the_shipped_config(serving_objects, tmp_path):
     code = tmp_path / "code"
-    _unpack(serving_objects, "trn-specdec-build-code", code)
+    _unpack_job_code(serving_objects, "trn-specdec-build-code", code)
     config = tmp_path / "config.yaml"
     config.write_text(of_kind(serving_objects, "ConfigMap")["trn-specdec-config"]["data"]["config.yaml"])
     result = _run(["-m", "model_build", "--config", str(config), "plan", "speculative"], code, tmp_path)
@@ -44,9 +53,9 @@ def test_build_archive_runs_model_build_plan_against_the_shipped_config(serving_
 
 
 def test_build_archive_holds_every_module_model_build_imports(serving_objects, tmp_path):
-    """The archive leaves some config modules out (build_code_files): every model_build module must still import."""
+    """The archives leave some config modules out (build_code_files): every model_build module must still import."""
     code = tmp_path / "code"
-    _unpack(serving_objects, "trn-specdec-build-code", code)
+    _unpack_job_code(serving_objects, "trn-specdec-build-code", code)
     probe = (
         "import importlib, pkgutil, model_build\n"
         "for m in pkgutil.iter_modules(model_build.__path__):\n"
@@ -54,22 +63,49 @@ def test_build_archive_holds_every_module_model_build_imports(serving_objects, t
     )
     result = _run(["-c", probe], code, tmp_path)
     assert result.returncode == 0, result.stderr
+    assert sorted(str(p.relative_to(code)) for p in code.rglob("*.py")) == build_code_files()
 
 
 def test_bench_archive_runs_the_bench_cli(serving_objects, tmp_path):
     code = tmp_path / "code"
-    _unpack(serving_objects, "trn-specdec-bench-code", code)
+    _unpack_job_code(serving_objects, "trn-specdec-bench-code", code)
     result = _run(["-m", "bench", "run", "--help"], code, tmp_path)
     assert result.returncode == 0, result.stderr
     assert sorted(str(p.relative_to(code)) for p in code.rglob("*.py")) == bench_code_files()
 
 
-@pytest.mark.parametrize("name", ["trn-specdec-build-code", "trn-specdec-bench-code"])
+@pytest.mark.parametrize("name", [SHARED, "trn-specdec-build-code", "trn-specdec-bench-code"])
 def test_archives_leave_room_in_their_manifest(serving_objects, name):
     """An early warning: the archive is most of its chart group's manifest, whose hard limit (the kubectl handler's
     event, 256 KiB, holding the old and the new manifest) tests/stacks/test_workloads_stack.py checks. 100 000
     base64 characters per archive leave two manifests about 60 KiB below that limit."""
     assert len(of_kind(serving_objects, "ConfigMap")[name]["binaryData"]["code.tar.gz"]) < 100_000
+
+
+def test_every_job_mounts_and_unpacks_the_shared_and_its_own_archive(default_config, serving_objects):
+    """Both archives' ConfigMaps are deployed, mounted, and unpacked (shared first) where PYTHONPATH points."""
+    from charts.bench_job import render_bench_job
+    from charts.model_build_job import render_build_job
+    from charts.stage_job import render_stage_job
+
+    account, build, bench = "000000000000", "trn-specdec-build-code", "trn-specdec-bench-code"
+    jobs = [
+        (render_build_job(default_config, "speculative", account), build),
+        (render_stage_job(default_config, sorted(default_config.models), account), build),
+        (render_bench_job(default_config, account, "run1", []), bench),
+    ]
+    archives = {n for n, c in of_kind(serving_objects, "ConfigMap").items() if "code.tar.gz" in c.get("binaryData", {})}
+    assert archives == {SHARED, build, bench}
+    for objects, own in jobs:
+        (pod,) = [o["spec"]["template"]["spec"] for o in objects if o["kind"] == "Job"]
+        (container,) = pod["containers"]
+        volumes = {v["name"]: v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v}
+        mounts = {volumes[m["name"]]: m["mountPath"] for m in container["volumeMounts"] if m["name"] in volumes}
+        assert archives & set(mounts) == {SHARED, own}
+        (unpack,) = [line for line in container["command"][-1].splitlines() if "tar -xzf" in line]
+        unpacked = unpack.split(" && ")[1:]
+        target = next(e["value"] for e in container["env"] if e["name"] == "PYTHONPATH").split(":")[0]
+        assert unpacked == [f"tar -xzf {mounts[name]}/code.tar.gz -C {target}" for name in (SHARED, own)]
 
 
 # --- packages the Jobs install: hash-pinned from the lock, complete, or not at all -----------------------

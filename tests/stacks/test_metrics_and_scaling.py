@@ -53,7 +53,9 @@ def test_the_scraper_scrapes_every_rendered_vllm_pod_where_its_stack_serves_metr
         jobs = [j for j in scrape_config(s)["scrape_configs"] if j["job_name"].startswith("vllm")]
         profiles = {p.name for p in config.profiles}  # the vLLM Deployments, not the endpoint's router
         deployments = [
-            o for o in render_serving(config, "bucket") if o["kind"] == "Deployment" and o["metadata"]["name"] in profiles
+            o
+            for o in render_serving(config, "bucket")
+            if o["kind"] == "Deployment" and o["metadata"]["name"] in profiles
         ]
         assert len(deployments) == len(config.profiles)
         for d in deployments:

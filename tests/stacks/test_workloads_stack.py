@@ -21,6 +21,7 @@ def test_every_group_is_applied_through_the_kubectl_provider_after_the_base(synt
         "servicebaseline",
         "servicespeculative",
         "endpoint",
+        "sharedcode",
         "modelbuildcode",
         "modelbuild",
         "bench",
