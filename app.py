@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from config import ConfigError, load_config
+from config.catalogue import CLOUDFORMATION_TEMPLATE_BYTES
 from config.exit_codes import EXIT_USAGE
-from config.schema import CLOUDFORMATION_TEMPLATE_BYTES
 
 # Where the CDK CLI puts `-c key=value` and cdk.json's context for the app (aws-cdk-lib 2.275 core/lib/app.js,
 # App.loadContext: the JSON in CDK_CONTEXT_JSON, then what did not fit there, in the file this variable names).

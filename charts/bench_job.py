@@ -31,8 +31,9 @@ from charts.neuron_claim import gi
 from charts.pod_security import non_root
 from charts.vllm_service import api_key_env
 from config.bucket_layout import results_key, sweep_prefix
+from config.catalogue import NODE_ROLE_LABEL
 from config.labels import workload_labels
-from config.schema import NODE_ROLE_LABEL, DeploymentConfig
+from config.schema import DeploymentConfig
 
 BENCH_SERVICE_ACCOUNT = "bench"
 BENCH_REQUIREMENTS_CONFIG_MAP = "trn-specdec-bench-requirements"

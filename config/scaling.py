@@ -67,7 +67,7 @@ def min_replicas(profile: Any) -> int:
 
 
 def devices_available(config: Any) -> int:
-    """Devices of the trn2 node group at max_size, as the placement rule in config/schema.py counts them."""
+    """Devices of the trn2 node group at max_size, as the placement rule in config/rules.py counts them."""
     return config.trn2_nodes.max_size * config.trn2_nodes.instance.devices
 
 

@@ -1,8 +1,9 @@
 """The typed deployment config: the one source of truth that stacks, charts, model_build and bench read.
 
 Everything a user may change lives here once, with its unit and valid range. Cross-field rules
-(TP vs devices, tokenizer families, image capabilities, capacity) are checked when the config is
-loaded, before any construct is created, so a bad value fails with a sentence, not a CDK traceback.
+(config/rules.py: TP vs devices, tokenizer families, image capabilities, capacity) are checked when the config is
+loaded, before any construct is created, so a bad value fails with a sentence, not a CDK traceback. The Neuron
+catalogue and the fixed vocabulary the fields are checked against live in config/catalogue.py.
 """
 
 from __future__ import annotations
@@ -23,68 +24,25 @@ from pydantic import (
     model_validator,
 )
 
+from config.catalogue import (
+    DRA_DEVICE_GROUP_SIZES,
+    IMAGE_TAG_PATTERN,
+    NEURON_INSTANCES,
+    PLACEHOLDER_ACCOUNT,
+    PLACEHOLDER_ADMIN_ARN,
+    PRIVATE_SUBNET_PREFIX,
+    PUBLIC_SUBNET_PREFIX,
+    SYSTEM_NAMESPACES,
+    NeuronInstance,
+    smallest_vpc_prefix,
+)
 from config.endpoint import STICKY_HEADER
 from config.kubernetes import DEFAULT_KUBERNETES_VERSION, DRA_MINIMUM_VERSION, SUPPORTED_KUBERNETES_VERSIONS
-from config.neuron_ami import ami_driver, driver_text
+from config.rules import endpoint_problems, model_problems, node_group_problems, placement_problems
 from config.scaling import ScalingConfig, scaling_problems
 from config.speculation import K_MAX, K_MIN, K_RANGE
 from config.tags import DEPLOYMENT_TAG_KEY, PROJECT_TAG_KEY, PROJECT_TAG_VALUE
-from serving_stacks import DEFAULT_IMAGE_TAG, STACKS, catalogue, stack_named, stack_serving
-
-# --- catalogues --------------------------------------------------------------------------------
-
-NEURON_TAINT_KEY = "aws.amazon.com/neuron"
-NEURON_TAINT_VALUE = "true"
-NEURON_DEVICE_CLASS = "neuron.aws.com"  # created by the Neuron DRA driver chart
-NODE_ROLE_LABEL = "trn-specdec/node-role"  # "system" or "trn2", set on the node groups
-PLACEHOLDER_ACCOUNT = "000000000000"
-PLACEHOLDER_ADMIN_ARN = f"arn:aws:iam::{PLACEHOLDER_ACCOUNT}:role/REPLACE-WITH-YOUR-ADMIN-ROLE"
-
-
-class NeuronInstance(BaseModel):
-    """What one Neuron instance type offers (AWS instance type docs)."""
-
-    model_config = ConfigDict(frozen=True)
-    devices: int
-    physical_cores_per_device: int
-    default_lnc: int
-    efa_interfaces: int
-    vcpus: int
-    memory_gib: int
-
-
-NEURON_INSTANCES: dict[str, NeuronInstance] = {
-    "trn2.48xlarge": NeuronInstance(
-        devices=16, physical_cores_per_device=8, default_lnc=2, efa_interfaces=16, vcpus=192, memory_gib=2048
-    ),
-    "trn2u.48xlarge": NeuronInstance(
-        devices=16, physical_cores_per_device=8, default_lnc=2, efa_interfaces=16, vcpus=192, memory_gib=2048
-    ),
-    "trn2.3xlarge": NeuronInstance(
-        devices=1, physical_cores_per_device=8, default_lnc=2, efa_interfaces=1, vcpus=12, memory_gib=128
-    ),
-}
-
-DRA_DEVICE_GROUP_SIZES = (1, 4, 8, 16)
-# Namespaces of Kubernetes itself and of the add-ons this cluster installs (amazon-cloudwatch: the CloudWatch
-# observability add-on; the Neuron DRA driver and the Mountpoint CSI driver live in kube-system).
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "amazon-cloudwatch", "keda")
-# CloudFormation refuses a template body over 1,000,000 bytes (CloudFormation quotas, "Template body size in an
-# S3 object"). Measured 2026-11-26 (aws-cdk-lib 2.275, template files as `cdk synth` writes them): the Workloads
-# template is 369 kB with the default two profiles and grows by 25.4 kB per profile (its Deployment, Service, claim,
-# role, ScaledObject and endpoint routes); with 25% for 24-character names and longer model ids, 20 profiles need
-# about 939 kB. tests/stacks/test_workloads_stack.py re-measures it on every run; app.py checks the real size after
-# synth.
-CLOUDFORMATION_TEMPLATE_BYTES = 1_000_000
-MAX_PROFILES = 20
-GP3_IOPS_PER_MIBPS = 4  # gp3 throughput is at most 0.25 MiB/s per provisioned IOPS (Amazon EBS volume types)
-
-# <vllm x.y.z>[.<plugin x.y.z>]-neuronx-py<NN>-sdk<x.y.z>-ubuntu<NN.NN>: three version parts on the legacy fork's
-# images, six (vLLM + plugin) on the vllm-neuron plugin's, e.g. 0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04.
-_IMAGE_TAG = re.compile(
-    r"^(?P<vllm>\d+\.\d+\.\d+)(?:\.(?P<plugin>\d+\.\d+\.\d+))?-neuronx-py(?P<py>\d+)-sdk(?P<sdk>\d+\.\d+\.\d+)"
-    r"-ubuntu\d+\.\d+$"
-)
+from serving_stacks import DEFAULT_IMAGE_TAG, catalogue, stack_serving
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$")]
 ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
@@ -136,7 +94,7 @@ class Image(_Strict):
     @field_validator("tag")
     @classmethod
     def _tag_shape(cls, tag: str) -> str:
-        match = _IMAGE_TAG.match(tag)
+        match = IMAGE_TAG_PATTERN.match(tag)
         if not match:
             raise ValueError(
                 f"image tag {tag!r} is not of the form <vllm>[.<plugin>]-neuronx-py<NN>-sdk<x.y.z>-ubuntu<NN.NN>; "
@@ -155,15 +113,15 @@ class Image(_Strict):
 
     @property
     def vllm_version(self) -> str:
-        return _IMAGE_TAG.match(self.tag)["vllm"]  # type: ignore[index]
+        return IMAGE_TAG_PATTERN.match(self.tag)["vllm"]  # type: ignore[index]
 
     @property
     def sdk_version(self) -> str:
-        return _IMAGE_TAG.match(self.tag)["sdk"]  # type: ignore[index]
+        return IMAGE_TAG_PATTERN.match(self.tag)["sdk"]  # type: ignore[index]
 
     @property
     def plugin_version(self) -> str | None:
-        return _IMAGE_TAG.match(self.tag)["plugin"]  # type: ignore[index]
+        return IMAGE_TAG_PATTERN.match(self.tag)["plugin"]  # type: ignore[index]
 
     @property
     def stack(self) -> str:
@@ -277,20 +235,6 @@ def ipv4_network(text: str, *, prefixes: range = range(0, 33)) -> str:
     if net.prefixlen not in prefixes:
         raise ValueError(f"{text!r} has prefix /{net.prefixlen}; use /{prefixes.start} to /{prefixes.stop - 1}")
     return text
-
-
-# Each availability zone gets one public /24 and one private /20 (stacks/cluster_stack.py); CDK allocates
-# all public subnets first, then the private ones aligned to a /20 boundary.
-PUBLIC_SUBNET_PREFIX = 24
-PRIVATE_SUBNET_PREFIX = 20
-
-
-def smallest_vpc_prefix(zones: int) -> int:
-    """The longest VPC prefix whose addresses hold the subnets of `zones` availability zones."""
-    public = zones * 2 ** (32 - PUBLIC_SUBNET_PREFIX)
-    private_block = 2 ** (32 - PRIVATE_SUBNET_PREFIX)
-    needed = -(-public // private_block) * private_block + zones * private_block
-    return 32 - (needed - 1).bit_length()
 
 
 class NetworkConfig(_Strict):
@@ -656,7 +600,7 @@ class DeploymentConfig(_Strict):
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> DeploymentConfig:
-        problems = [*self._model_problems(), *self._placement_problems(), *self._node_group_problems()]
+        problems = [*model_problems(self), *placement_problems(self), *node_group_problems(self)]
         problems += scaling_problems(self)
         if len(self.models_bucket_name("0" * 12)) > 63:
             problems.append(
@@ -667,224 +611,10 @@ class DeploymentConfig(_Strict):
             raise ValueError("\n".join(problems))
         return self
 
-    def _model_problems(self) -> list[str]:
-        problems: list[str] = []
-        names = [p.name for p in self.profiles]
-        for dup in sorted({n for n in names if names.count(n) > 1}):
-            problems.append(f"profiles: name {dup!r} is used twice; give every profile a unique name")
-        if all(p.speculative for p in self.profiles):
-            problems.append(
-                "profiles: every profile speculates, so there is no reference to measure speedups against; add a "
-                "profile with decoding.method: none"
-            )
-        if len(self.profiles) > MAX_PROFILES:
-            problems.append(
-                f"profiles: {len(self.profiles)} profiles are more than {MAX_PROFILES}; the Workloads stack's "
-                f"template would exceed CloudFormation's {CLOUDFORMATION_TEMPLATE_BYTES // 1_000_000} MB limit "
-                "(about 22 kB per profile); split them over deployments (config files with different names)"
-            )
-        if self.baseline is not None:
-            named = next((p for p in self.profiles if p.name == self.baseline), None)
-            if named is None:
-                problems.append(f"baseline={self.baseline!r} is not a profile; use one of {', '.join(names)}")
-            elif named.speculative:
-                plain = [p.name for p in self.profiles if not p.speculative]
-                problems.append(
-                    f"baseline={self.baseline!r} speculates ({named.decoding.method}); speedups need a reference "
-                    "without speculation: "
-                    + (f"name one of {', '.join(plain)}" if plain else "add a profile with decoding.method: none")
-                )
-        for i, p in enumerate(self.profiles):
-            where = f"profiles[{i}] ({p.name})"
-            if p.target not in self.models:
-                problems.append(
-                    f"{where}.target={p.target!r} is not a key of models; add it under models or use one of "
-                    f"{', '.join(sorted(self.models))}"
-                )
-                continue
-            stack = stack_named(p.image.stack)
-            if p.decoding.method not in stack.METHODS:
-                serving = [s for s in STACKS if p.decoding.method in s.METHODS]
-                problems.append(
-                    f"{where}.decoding.method={p.decoding.method!r} cannot be served by image {p.image.tag!r}: the "
-                    f"{stack.NAME} stack serves {', '.join(stack.METHODS)}; "
-                    + "; ".join(
-                        f"for {p.decoding.method} use image tag {s.IMAGE_TAG} ({s.NAME} stack)" for s in serving
-                    )
-                )
-            problems += stack.profile_problems(p, where)
-            if isinstance(p.decoding, DraftSpeculation):
-                d = p.decoding
-                if d.draft not in self.models:
-                    problems.append(f"{where}.decoding.draft={d.draft!r} is not a key of models; add it under models")
-                    continue
-                if d.draft == p.target:
-                    problems.append(f"{where}.decoding.draft={d.draft!r} is the target itself; pick a smaller model")
-                if d.draft_max_model_len is not None and d.draft_max_model_len > p.max_model_len:
-                    problems.append(
-                        f"{where}.decoding.draft_max_model_len={d.draft_max_model_len} is larger than "
-                        f"{where}.max_model_len={p.max_model_len}, and vLLM refuses to start with a draft longer "
-                        f"than its target; set draft_max_model_len: {p.max_model_len} (or leave it out), or raise "
-                        "max_model_len"
-                    )
-                tf, df = self.models[p.target].tokenizer_family, self.models[d.draft].tokenizer_family
-                if tf != df and not d.tokenizers_compatible:
-                    problems.append(
-                        f"{where}.decoding.draft={d.draft!r} has tokenizer family {df!r} (models.{d.draft}) but the "
-                        f"target has {tf!r} (models.{p.target}); use a same-family draft, or set decoding.tokenizers_compatible: true if you "
-                        "verified they tokenize identically"
-                    )
-        return problems
-
-    def _placement_problems(self) -> list[str]:
-        problems: list[str] = []
-        inst = self.trn2_nodes.instance
-        for i, p in enumerate(self.profiles):
-            where = f"profiles[{i}] ({p.name}).placement"
-            pl = p.placement
-            cores = inst.physical_cores_per_device // pl.logical_neuron_cores
-            if pl.tensor_parallel_size != pl.devices * cores:
-                problems.append(
-                    f"{where}.tensor_parallel_size={pl.tensor_parallel_size} but {pl.devices} devices x {cores} "
-                    f"logical cores per device (LNC={pl.logical_neuron_cores}) = {pl.devices * cores}; "
-                    f"set tensor_parallel_size: {pl.devices * cores} or change devices"
-                )
-            if pl.devices > inst.devices:
-                problems.append(
-                    f"{where}.devices={pl.devices} exceeds the {inst.devices} devices of "
-                    f"{self.trn2_nodes.instance_type}; use at most {inst.devices}"
-                )
-        needed = sum(self.profile_devices(p) for p in self.profiles)
-        offered = inst.devices * self.trn2_nodes.max_size
-        if needed > offered:
-            problems.append(
-                f"profiles claim {needed} Neuron devices in all but trn2_nodes.max_size={self.trn2_nodes.max_size} "
-                f"x {inst.devices} devices = {offered}; raise trn2_nodes.max_size or lower replicas/devices"
-            )
-        return problems
-
-    def _node_group_problems(self) -> list[str]:
-        problems: list[str] = []
-        t = self.trn2_nodes
-        for group, ng in (("trn2_nodes", t), ("system_nodes", self.system_nodes)):
-            if not ng.min_size <= ng.desired_size <= ng.max_size:
-                problems.append(
-                    f"{group}: min_size={ng.min_size} <= desired_size={ng.desired_size} <= max_size={ng.max_size} "
-                    "does not hold; order them"
-                )
-        if t.capacity_type == "CAPACITY_BLOCK":
-            if not t.capacity_reservation_id:
-                problems.append(
-                    "trn2_nodes.capacity_type=CAPACITY_BLOCK needs trn2_nodes.capacity_reservation_id (cr-...); "
-                    "buy a Capacity Block in the EC2 console and paste its reservation id"
-                )
-            if not t.availability_zone:
-                problems.append(
-                    "trn2_nodes.capacity_type=CAPACITY_BLOCK needs trn2_nodes.availability_zone: the AZ of the "
-                    "Capacity Block (see the reservation in the EC2 console)"
-                )
-        elif t.capacity_block_end:
-            problems.append(
-                f"trn2_nodes.capacity_block_end={t.capacity_block_end.isoformat()} is set but capacity_type is "
-                f"{t.capacity_type}; set capacity_type: CAPACITY_BLOCK or remove capacity_block_end"
-            )
-        elif t.capacity_reservation_id:
-            problems.append(
-                f"trn2_nodes.capacity_reservation_id={t.capacity_reservation_id!r} is set but capacity_type is "
-                f"{t.capacity_type}; set capacity_type: CAPACITY_BLOCK or remove the id"
-            )
-        if t.disk_throughput_mibps * GP3_IOPS_PER_MIBPS > t.disk_iops:
-            problems.append(
-                f"trn2_nodes.disk_throughput_mibps={t.disk_throughput_mibps} needs at least "
-                f"{t.disk_throughput_mibps * GP3_IOPS_PER_MIBPS} IOPS (gp3 allows 0.25 MiB/s per provisioned IOPS) but "
-                f"disk_iops={t.disk_iops}; raise disk_iops or lower disk_throughput_mibps to {t.disk_iops // GP3_IOPS_PER_MIBPS}"
-            )
-        if t.ami_release_version:
-            ami_minor = ".".join(t.ami_release_version.split(".")[:2])
-            if tuple(map(int, ami_minor.split("."))) > tuple(map(int, self.kubernetes_version.split("."))):
-                problems.append(
-                    f"trn2_nodes.ami_release_version={t.ami_release_version!r} is for Kubernetes {ami_minor}, newer "
-                    f"than kubernetes_version={self.kubernetes_version}; nodes cannot run ahead of the control "
-                    f"plane, use a {self.kubernetes_version}.x release"
-                )
-        problems += self._driver_problems()
-        if t.availability_zone and t.availability_zone not in self.network.availability_zones:
-            problems.append(
-                f"trn2_nodes.availability_zone={t.availability_zone!r} is not one of network.availability_zones "
-                f"({', '.join(self.network.availability_zones)}); add it there or pick one of them"
-            )
-        for az in self.network.availability_zones:
-            if not az.startswith(self.region):
-                problems.append(
-                    f"network.availability_zones contains {az!r}, which is not in region {self.region}; "
-                    f"use zones like {self.region}a"
-                )
-        topic = self.observability.alarm_topic_arn
-        if topic and topic.split(":")[3] != self.region:
-            problems.append(
-                f"observability.alarm_topic_arn={topic!r} is in region {topic.split(':')[3]}, but alarms can only notify "
-                f"a topic in their own region {self.region}; create the topic in {self.region} or set it to null"
-            )
-        return problems
-
-    def _driver_problems(self) -> list[str]:
-        """Every profile runs on the one Trainium2 node group, so its AMI's Neuron driver must serve every image.
-
-        Each stack names the driver its images were released with (serving_stacks/); a newer driver serves
-        older runtimes, not the other way round (config/neuron_ami.py). Mixing stacks needs a pinned AMI whose
-        driver is known here to serve both; none known here does yet, so such a config is refused.
-        """
-        problems: list[str] = []
-        stacks = {p.image.stack: stack_named(p.image.stack) for p in self.profiles}
-        needed = max(s.MIN_DRIVER for s in stacks.values())
-        release = self.trn2_nodes.ami_release_version
-        driver = ami_driver(release.rsplit("-", 1)[1]) if release else None
-        if len(stacks) > 1 and (driver is None or driver < needed):
-            names = " and ".join(f"{name} (driver {driver_text(s.MIN_DRIVER)}+)" for name, s in sorted(stacks.items()))
-            if release is None:
-                pinned = "trn2_nodes.ami_release_version is null (the latest AMI, whose driver is not known here)"
-            else:
-                shipped = f"ships driver {driver_text(driver)}" if driver else "has a driver not known here"
-                pinned = f"trn2_nodes.ami_release_version={release!r} {shipped}"
-            problems.append(
-                f"profiles mix the {names} stacks on one Trainium2 node group, but {pinned}, so no pinned driver is "
-                "known to serve both; put each stack in its own "
-                "deployment (config file), or pin an AMI release whose aws-neuronx-dkms is at least "
-                f"{driver_text(needed)} (add it to config/neuron_ami.py with its release note)"
-            )
-        elif driver is not None and driver < needed:
-            problems.append(
-                f"trn2_nodes.ami_release_version={release!r} ships Neuron driver {driver_text(driver)}, older than "
-                f"the {driver_text(needed)} the {', '.join(sorted(stacks))} images were released with; pin a newer "
-                "release or leave ami_release_version: null (the latest)"
-            )
-        return problems
-
     @model_validator(mode="after")
     def _endpoint_rules(self) -> DeploymentConfig:
         """The endpoint's arms are profiles serving one model name (the baseline's); spill is for speculative arms."""
-        e, problems = self.endpoint, []
-        names = {p.name: p for p in self.profiles}
-        for name in [*e.weights, *e.spill_threshold]:
-            if name not in names:
-                problems.append(f"endpoint: {name!r} is not a profile; use one of {', '.join(names)}")
-        if e.weights and sum(e.weights.values()) != 100:
-            problems.append(
-                f"endpoint.weights add up to {sum(e.weights.values())} ({e.weights}); make them add up to 100"
-            )
-        target = self.baseline_profile.target if not problems else None
-        for name, weight in e.weights.items():
-            if target and weight and names[name].target != target:
-                problems.append(
-                    f"endpoint.weights.{name}={weight} but profile {name} serves {names[name].target}, not the "
-                    f"baseline's {target}: one endpoint serves one model name; set its weight to 0"
-                )
-        for name in e.spill_threshold:
-            if name in names and not names[name].speculative:
-                problems.append(
-                    f"endpoint.spill_threshold.{name} is set but profile {name} does not speculate; spill applies to "
-                    "speculative profiles only, remove it"
-                )
+        problems = endpoint_problems(self)
         if problems:
             raise ValueError("\n".join(problems))
         return self

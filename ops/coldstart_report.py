@@ -19,8 +19,8 @@ from pathlib import Path
 
 from charts.pod_security import VLLM_POD_LABELS
 from config import ConfigError, load_config
+from config.catalogue import NODE_ROLE_LABEL
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from config.schema import NODE_ROLE_LABEL
 from model_build.errors import BuildError
 from ops.coldstart import INIT_CONTAINER, PHASES, VLLM_CONTAINER, ColdStart, cold_start, metric_datums, report_table
 from ops.kubectl import kubectl

@@ -13,8 +13,9 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from config.catalogue import NODE_ROLE_LABEL, PRIVATE_SUBNET_PREFIX, PUBLIC_SUBNET_PREFIX
 from config.kubernetes import KUBECTL_LAYERS
-from config.schema import NODE_ROLE_LABEL, PRIVATE_SUBNET_PREFIX, PUBLIC_SUBNET_PREFIX, DeploymentConfig
+from config.schema import DeploymentConfig
 from stacks import container_insights
 from stacks.constructs.capacity_block_notice import CapacityBlockNotice
 from stacks.constructs.keda import Keda
@@ -41,7 +42,7 @@ def kubectl_layer(scope: Construct, version: str) -> lambda_.ILayerVersion:
     return getattr(importlib.import_module(module), cls)(scope, "KubectlLayer")
 
 
-# One public and one private subnet per zone; config.schema.smallest_vpc_prefix sizes the VPC for these masks.
+# One public and one private subnet per zone; config.catalogue.smallest_vpc_prefix sizes the VPC for these masks.
 VPC_SUBNETS = [
     ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=PUBLIC_SUBNET_PREFIX),
     ec2.SubnetConfiguration(

@@ -100,6 +100,7 @@ def test_rendering_modules_run_no_process_and_call_no_aws(path):
 LEAVES = (
     "api_key",
     "bucket_layout",
+    "catalogue",
     "cost",
     "exit_codes",
     "kubernetes",

@@ -8,7 +8,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from config.schema import NODE_ROLE_LABEL
+from config.catalogue import NODE_ROLE_LABEL
 from stacks.constructs.pod_identity_role import PodIdentityRole
 
 # Pinned chart: kedacore/charts keda/Chart.yaml version 2.20.2 (appVersion 2.20.2), release commit cbb9bb8c. The

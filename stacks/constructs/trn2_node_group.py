@@ -7,7 +7,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from config.schema import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL, Trn2NodeGroupConfig
+from config.catalogue import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL
+from config.schema import Trn2NodeGroupConfig
 from stacks.constructs.node_metadata import metadata_options
 from stacks.nag import acknowledge_node_role
 

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from config import ConfigError, parse_config
-from config.schema import MAX_PROFILES, DraftSpeculation
+from config.catalogue import MAX_PROFILES
+from config.schema import DraftSpeculation
 from tests.conftest import default_config_dict
 
 
@@ -92,8 +93,8 @@ def _plugin_dflash(data: dict) -> None:
     data["profiles"][1]["decoding"] = {"method": "dflash", "draft": "qwen3-1-7b", "num_speculative_tokens": 15}
 
 
-# One row per cross-field rule of DeploymentConfig (every `problems.append` in config/schema.py), each with a
-# fragment only that rule's sentence contains: deleting any single rule fails its row.
+# One row per cross-field rule of DeploymentConfig (every `problems.append` in config/schema.py and config/rules.py),
+# each with a fragment only that rule's sentence contains: deleting any single rule fails its row.
 CROSS_FIELD_RULES = {
     "bucket name too long": (
         _all(
@@ -355,7 +356,7 @@ def test_stack_names_are_one_to_one_over_names_that_differ_in_hyphens_or_digits(
 def test_the_vpc_size_rule_matches_cdks_subnet_allocation():
     """smallest_vpc_prefix mirrors how aws-cdk-lib allocates the subnets; test_cluster_stack checks it against
     the real allocator, this row only pins the numbers the README and the field description quote."""
-    from config.schema import smallest_vpc_prefix
+    from config.catalogue import smallest_vpc_prefix
 
     assert [smallest_vpc_prefix(z) for z in range(2, 7)] == [18, 18, 17, 17, 17]
 
@@ -501,14 +502,20 @@ def _field_names() -> set[str]:
 
 
 def test_every_cross_field_rule_has_a_row():
-    """A new `problems.append` in DeploymentConfig or a stack's profile_problems needs its row in CROSS_FIELD_RULES."""
+    """A new `problems.append` in DeploymentConfig, config/rules.py or a stack's profile_problems needs its row in
+    CROSS_FIELD_RULES."""
     import ast
     import inspect
 
+    from config import rules
     from config.schema import DeploymentConfig
     from serving_stacks import STACKS
 
-    sources = [inspect.getsource(DeploymentConfig), *(inspect.getsource(s.profile_problems) for s in STACKS)]
+    sources = [
+        inspect.getsource(DeploymentConfig),
+        inspect.getsource(rules),
+        *(inspect.getsource(s.profile_problems) for s in STACKS),
+    ]
     appends = [
         n
         for source in sources

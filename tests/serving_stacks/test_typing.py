@@ -16,6 +16,7 @@ CALLERS = [
     "model_build/artifact_plan.py",
     "model_build/artifact.py",
     "config/schema.py",
+    "config/rules.py",
 ]
 
 

@@ -221,7 +221,7 @@ def test_every_vpc_size_the_config_accepts_holds_its_subnets_and_one_bit_less_do
     from aws_cdk import App, Stack
     from aws_cdk import aws_ec2 as ec2
 
-    from config.schema import smallest_vpc_prefix
+    from config.catalogue import smallest_vpc_prefix
     from stacks.cluster_stack import VPC_SUBNETS
 
     def build(prefix: int, zones: int) -> None:

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from bench.prompts import DEFAULT_SUITE
 from config import parse_config
-from config.schema import NEURON_INSTANCES, SUPPORTED_KUBERNETES_VERSIONS
+from config.catalogue import NEURON_INSTANCES
+from config.kubernetes import SUPPORTED_KUBERNETES_VERSIONS
 from tests.conftest import THREE_PROFILE_CONFIGS, Synth, cfn_lint_errors, default_config_dict, synthesize
 
 DEFAULT = default_config_dict()

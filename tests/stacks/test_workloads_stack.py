@@ -122,7 +122,7 @@ def _template_bytes(synth, suffix: str) -> int:
 def test_the_profile_cap_keeps_the_workloads_template_under_cloudformations_limit(synth, three_profile_synths):
     """Re-measures the bound behind MAX_PROFILES on the template files the CLI uploads: the default (2 profiles)
     plus the growth per profile (3 profiles - 2), with 25% for 24-character names and longer model ids."""
-    from config.schema import CLOUDFORMATION_TEMPLATE_BYTES, MAX_PROFILES
+    from config.catalogue import CLOUDFORMATION_TEMPLATE_BYTES, MAX_PROFILES
 
     two = _template_bytes(synth, "Workloads")
     per_profile = _template_bytes(three_profile_synths["readme-spec-k5"], "Workloads") - two

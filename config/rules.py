@@ -1,0 +1,241 @@
+"""The deployment config's cross-field rules: each returns every problem it finds as a sentence naming the field,
+the value and the fix. DeploymentConfig's validators (config/schema.py) call them once the fields are valid one by
+one, so a bad value fails before any construct is created.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from config.catalogue import CLOUDFORMATION_TEMPLATE_BYTES, GP3_IOPS_PER_MIBPS, MAX_PROFILES
+from config.neuron_ami import ami_driver, driver_text
+from serving_stacks import STACKS, stack_named
+
+if TYPE_CHECKING:
+    from config.schema import DeploymentConfig
+
+
+def model_problems(config: DeploymentConfig) -> list[str]:
+    """Unique profile names, a baseline without speculation, and the models, stack and draft of each profile."""
+    # At call time, not at the top: config.schema imports this module. By the time a config is validated, it is loaded.
+    from config.schema import DraftSpeculation
+
+    problems: list[str] = []
+    names = [p.name for p in config.profiles]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"profiles: name {dup!r} is used twice; give every profile a unique name")
+    if all(p.speculative for p in config.profiles):
+        problems.append(
+            "profiles: every profile speculates, so there is no reference to measure speedups against; add a "
+            "profile with decoding.method: none"
+        )
+    if len(config.profiles) > MAX_PROFILES:
+        problems.append(
+            f"profiles: {len(config.profiles)} profiles are more than {MAX_PROFILES}; the Workloads stack's "
+            f"template would exceed CloudFormation's {CLOUDFORMATION_TEMPLATE_BYTES // 1_000_000} MB limit "
+            "(about 22 kB per profile); split them over deployments (config files with different names)"
+        )
+    if config.baseline is not None:
+        named = next((p for p in config.profiles if p.name == config.baseline), None)
+        if named is None:
+            problems.append(f"baseline={config.baseline!r} is not a profile; use one of {', '.join(names)}")
+        elif named.speculative:
+            plain = [p.name for p in config.profiles if not p.speculative]
+            problems.append(
+                f"baseline={config.baseline!r} speculates ({named.decoding.method}); speedups need a reference "
+                "without speculation: "
+                + (f"name one of {', '.join(plain)}" if plain else "add a profile with decoding.method: none")
+            )
+    for i, p in enumerate(config.profiles):
+        where = f"profiles[{i}] ({p.name})"
+        if p.target not in config.models:
+            problems.append(
+                f"{where}.target={p.target!r} is not a key of models; add it under models or use one of "
+                f"{', '.join(sorted(config.models))}"
+            )
+            continue
+        stack = stack_named(p.image.stack)
+        if p.decoding.method not in stack.METHODS:
+            serving = [s for s in STACKS if p.decoding.method in s.METHODS]
+            problems.append(
+                f"{where}.decoding.method={p.decoding.method!r} cannot be served by image {p.image.tag!r}: the "
+                f"{stack.NAME} stack serves {', '.join(stack.METHODS)}; "
+                + "; ".join(f"for {p.decoding.method} use image tag {s.IMAGE_TAG} ({s.NAME} stack)" for s in serving)
+            )
+        problems += stack.profile_problems(p, where)
+        if isinstance(p.decoding, DraftSpeculation):
+            d = p.decoding
+            if d.draft not in config.models:
+                problems.append(f"{where}.decoding.draft={d.draft!r} is not a key of models; add it under models")
+                continue
+            if d.draft == p.target:
+                problems.append(f"{where}.decoding.draft={d.draft!r} is the target itself; pick a smaller model")
+            if d.draft_max_model_len is not None and d.draft_max_model_len > p.max_model_len:
+                problems.append(
+                    f"{where}.decoding.draft_max_model_len={d.draft_max_model_len} is larger than "
+                    f"{where}.max_model_len={p.max_model_len}, and vLLM refuses to start with a draft longer "
+                    f"than its target; set draft_max_model_len: {p.max_model_len} (or leave it out), or raise "
+                    "max_model_len"
+                )
+            tf, df = config.models[p.target].tokenizer_family, config.models[d.draft].tokenizer_family
+            if tf != df and not d.tokenizers_compatible:
+                problems.append(
+                    f"{where}.decoding.draft={d.draft!r} has tokenizer family {df!r} (models.{d.draft}) but the "
+                    f"target has {tf!r} (models.{p.target}); use a same-family draft, or set decoding.tokenizers_compatible: true if you "
+                    "verified they tokenize identically"
+                )
+    return problems
+
+
+def placement_problems(config: DeploymentConfig) -> list[str]:
+    """Each profile's tensor parallelism and devices against the instance, and all claims against the node group."""
+    problems: list[str] = []
+    inst = config.trn2_nodes.instance
+    for i, p in enumerate(config.profiles):
+        where = f"profiles[{i}] ({p.name}).placement"
+        pl = p.placement
+        cores = inst.physical_cores_per_device // pl.logical_neuron_cores
+        if pl.tensor_parallel_size != pl.devices * cores:
+            problems.append(
+                f"{where}.tensor_parallel_size={pl.tensor_parallel_size} but {pl.devices} devices x {cores} "
+                f"logical cores per device (LNC={pl.logical_neuron_cores}) = {pl.devices * cores}; "
+                f"set tensor_parallel_size: {pl.devices * cores} or change devices"
+            )
+        if pl.devices > inst.devices:
+            problems.append(
+                f"{where}.devices={pl.devices} exceeds the {inst.devices} devices of "
+                f"{config.trn2_nodes.instance_type}; use at most {inst.devices}"
+            )
+    needed = sum(config.profile_devices(p) for p in config.profiles)
+    offered = inst.devices * config.trn2_nodes.max_size
+    if needed > offered:
+        problems.append(
+            f"profiles claim {needed} Neuron devices in all but trn2_nodes.max_size={config.trn2_nodes.max_size} "
+            f"x {inst.devices} devices = {offered}; raise trn2_nodes.max_size or lower replicas/devices"
+        )
+    return problems
+
+
+def node_group_problems(config: DeploymentConfig) -> list[str]:
+    """Node group sizes, Capacity Block fields, gp3 disk, AMI release, zones and the alarm topic's region."""
+    problems: list[str] = []
+    t = config.trn2_nodes
+    for group, ng in (("trn2_nodes", t), ("system_nodes", config.system_nodes)):
+        if not ng.min_size <= ng.desired_size <= ng.max_size:
+            problems.append(
+                f"{group}: min_size={ng.min_size} <= desired_size={ng.desired_size} <= max_size={ng.max_size} "
+                "does not hold; order them"
+            )
+    if t.capacity_type == "CAPACITY_BLOCK":
+        if not t.capacity_reservation_id:
+            problems.append(
+                "trn2_nodes.capacity_type=CAPACITY_BLOCK needs trn2_nodes.capacity_reservation_id (cr-...); "
+                "buy a Capacity Block in the EC2 console and paste its reservation id"
+            )
+        if not t.availability_zone:
+            problems.append(
+                "trn2_nodes.capacity_type=CAPACITY_BLOCK needs trn2_nodes.availability_zone: the AZ of the "
+                "Capacity Block (see the reservation in the EC2 console)"
+            )
+    elif t.capacity_block_end:
+        problems.append(
+            f"trn2_nodes.capacity_block_end={t.capacity_block_end.isoformat()} is set but capacity_type is "
+            f"{t.capacity_type}; set capacity_type: CAPACITY_BLOCK or remove capacity_block_end"
+        )
+    elif t.capacity_reservation_id:
+        problems.append(
+            f"trn2_nodes.capacity_reservation_id={t.capacity_reservation_id!r} is set but capacity_type is "
+            f"{t.capacity_type}; set capacity_type: CAPACITY_BLOCK or remove the id"
+        )
+    if t.disk_throughput_mibps * GP3_IOPS_PER_MIBPS > t.disk_iops:
+        problems.append(
+            f"trn2_nodes.disk_throughput_mibps={t.disk_throughput_mibps} needs at least "
+            f"{t.disk_throughput_mibps * GP3_IOPS_PER_MIBPS} IOPS (gp3 allows 0.25 MiB/s per provisioned IOPS) but "
+            f"disk_iops={t.disk_iops}; raise disk_iops or lower disk_throughput_mibps to {t.disk_iops // GP3_IOPS_PER_MIBPS}"
+        )
+    if t.ami_release_version:
+        ami_minor = ".".join(t.ami_release_version.split(".")[:2])
+        if tuple(map(int, ami_minor.split("."))) > tuple(map(int, config.kubernetes_version.split("."))):
+            problems.append(
+                f"trn2_nodes.ami_release_version={t.ami_release_version!r} is for Kubernetes {ami_minor}, newer "
+                f"than kubernetes_version={config.kubernetes_version}; nodes cannot run ahead of the control "
+                f"plane, use a {config.kubernetes_version}.x release"
+            )
+    problems += driver_problems(config)
+    if t.availability_zone and t.availability_zone not in config.network.availability_zones:
+        problems.append(
+            f"trn2_nodes.availability_zone={t.availability_zone!r} is not one of network.availability_zones "
+            f"({', '.join(config.network.availability_zones)}); add it there or pick one of them"
+        )
+    for az in config.network.availability_zones:
+        if not az.startswith(config.region):
+            problems.append(
+                f"network.availability_zones contains {az!r}, which is not in region {config.region}; "
+                f"use zones like {config.region}a"
+            )
+    topic = config.observability.alarm_topic_arn
+    if topic and topic.split(":")[3] != config.region:
+        problems.append(
+            f"observability.alarm_topic_arn={topic!r} is in region {topic.split(':')[3]}, but alarms can only notify "
+            f"a topic in their own region {config.region}; create the topic in {config.region} or set it to null"
+        )
+    return problems
+
+
+def driver_problems(config: DeploymentConfig) -> list[str]:
+    """Every profile runs on the one Trainium2 node group, so its AMI's Neuron driver must serve every image.
+
+    Each stack names the driver its images were released with (serving_stacks/); a newer driver serves
+    older runtimes, not the other way round (config/neuron_ami.py). Mixing stacks needs a pinned AMI whose
+    driver is known here to serve both; none known here does yet, so such a config is refused.
+    """
+    problems: list[str] = []
+    stacks = {p.image.stack: stack_named(p.image.stack) for p in config.profiles}
+    needed = max(s.MIN_DRIVER for s in stacks.values())
+    release = config.trn2_nodes.ami_release_version
+    driver = ami_driver(release.rsplit("-", 1)[1]) if release else None
+    if len(stacks) > 1 and (driver is None or driver < needed):
+        names = " and ".join(f"{name} (driver {driver_text(s.MIN_DRIVER)}+)" for name, s in sorted(stacks.items()))
+        if release is None:
+            pinned = "trn2_nodes.ami_release_version is null (the latest AMI, whose driver is not known here)"
+        else:
+            shipped = f"ships driver {driver_text(driver)}" if driver else "has a driver not known here"
+            pinned = f"trn2_nodes.ami_release_version={release!r} {shipped}"
+        problems.append(
+            f"profiles mix the {names} stacks on one Trainium2 node group, but {pinned}, so no pinned driver is "
+            "known to serve both; put each stack in its own "
+            "deployment (config file), or pin an AMI release whose aws-neuronx-dkms is at least "
+            f"{driver_text(needed)} (add it to config/neuron_ami.py with its release note)"
+        )
+    elif driver is not None and driver < needed:
+        problems.append(
+            f"trn2_nodes.ami_release_version={release!r} ships Neuron driver {driver_text(driver)}, older than "
+            f"the {driver_text(needed)} the {', '.join(sorted(stacks))} images were released with; pin a newer "
+            "release or leave ami_release_version: null (the latest)"
+        )
+    return problems
+
+
+def endpoint_problems(config: DeploymentConfig) -> list[str]:
+    """The endpoint's arms are profiles serving one model name (the baseline's); spill is for speculative arms."""
+    e, problems = config.endpoint, []
+    names = {p.name: p for p in config.profiles}
+    for name in [*e.weights, *e.spill_threshold]:
+        if name not in names:
+            problems.append(f"endpoint: {name!r} is not a profile; use one of {', '.join(names)}")
+    if e.weights and sum(e.weights.values()) != 100:
+        problems.append(f"endpoint.weights add up to {sum(e.weights.values())} ({e.weights}); make them add up to 100")
+    target = config.baseline_profile.target if not problems else None
+    for name, weight in e.weights.items():
+        if target and weight and names[name].target != target:
+            problems.append(
+                f"endpoint.weights.{name}={weight} but profile {name} serves {names[name].target}, not the "
+                f"baseline's {target}: one endpoint serves one model name; set its weight to 0"
+            )
+    for name in e.spill_threshold:
+        if name in names and not names[name].speculative:
+            problems.append(
+                f"endpoint.spill_threshold.{name} is set but profile {name} does not speculate; spill applies to "
+                "speculative profiles only, remove it"
+            )
+    return problems
