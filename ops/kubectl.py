@@ -54,7 +54,9 @@ def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subproc
 def account_id(text: str) -> str:
     """argparse type of --account: an AWS account id is exactly 12 digits (it names the models bucket)."""
     if not re.fullmatch(r"\d{12}", text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not an AWS account id (12 digits, e.g. 123456789012)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an AWS account id (12 digits, as `aws sts get-caller-identity --query Account` prints it)"
+        )
     return text
 
 

@@ -13,15 +13,18 @@ from typing import Any
 
 import pytest
 import yaml
+from moto.core import DEFAULT_ACCOUNT_ID
 
 from config import DEFAULT_CONFIG, DeploymentConfig, load_config, parse_config
+from config.catalogue import PLACEHOLDER_ACCOUNT
 from tests.timeouts import pytest_configure, pytest_runtest_call, pytest_runtest_setup  # noqa: F401 (hooks)
 from tools.test_shards import SHARED_SYNTH_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-MOTO_ACCOUNT = "123456789012"  # what moto's STS GetCallerIdentity answers
+MOTO_ACCOUNT = DEFAULT_ACCOUNT_ID  # what moto's STS GetCallerIdentity answers
+EXAMPLE_ACCOUNT = PLACEHOLDER_ACCOUNT  # account ids in test ARNs: the placeholder, never a real one
 
 
 def default_config_dict() -> dict[str, Any]:
@@ -46,7 +49,7 @@ def variant_config_dict() -> dict[str, Any]:
     )
     data["bucket"]["retain_on_delete"] = True
     data["network"]["api_public_cidrs"] = ["203.0.113.0/24"]  # documentation range (RFC 5737)
-    data["observability"]["alarm_topic_arn"] = "arn:aws:sns:us-east-2:123456789012:trn-alerts"  # example account
+    data["observability"]["alarm_topic_arn"] = f"arn:aws:sns:us-east-2:{EXAMPLE_ACCOUNT}:trn-alerts"
     data["serving"]["placement"] = {"devices": 16, "logical_neuron_cores": 2, "tensor_parallel_size": 64}
     return data
 

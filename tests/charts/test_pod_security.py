@@ -15,9 +15,9 @@ from charts.serving_chart import render_groups
 from charts.stage_job import render_stage_job
 from config import parse_config
 from tests.charts.conftest import TEST_BUCKET, of_kind, vllm_of_kind
-from tests.conftest import default_config_dict
+from tests.conftest import EXAMPLE_ACCOUNT, default_config_dict
 
-ACCOUNT = "123456789012"
+ACCOUNT = EXAMPLE_ACCOUNT
 ROOT_IN_IMAGE = {"vllm", "build", "stage"}  # the Neuron images' own user; see charts/pod_security.py
 NON_ROOT = {"verify-artifact", "bench", "envoy"}
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from config import ConfigError, parse_config
 from config.catalogue import MAX_PROFILES
 from config.schema import DraftSpeculation
-from tests.conftest import default_config_dict
+from tests.conftest import EXAMPLE_ACCOUNT, default_config_dict
 
 
 def problems_for(mutate) -> list[str]:
@@ -191,7 +191,7 @@ CROSS_FIELD_RULES = {
         f"{MAX_PROFILES + 1} profiles are more than {MAX_PROFILES}",
     ),
     "alarm topic in the region": (
-        _set("observability.alarm_topic_arn", "arn:aws:sns:us-west-2:123456789012:alerts"),
+        _set("observability.alarm_topic_arn", f"arn:aws:sns:us-west-2:{EXAMPLE_ACCOUNT}:alerts"),
         "create the topic in us-east-2",
     ),
     "endpoint names profiles": (_set("endpoint.weights", {"baseline": 90, "nobody": 10}), "'nobody' is not a profile"),
@@ -289,11 +289,11 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ("observability.metrics_namespace", "aws/bench", ["metrics_namespace: 'aws/bench'", "reserves"]),
         (
             "admin_principal_arn",
-            "arn:aws:sts::123456789012:assumed-role/Admin/alice",
+            f"arn:aws:sts::{EXAMPLE_ACCOUNT}:assumed-role/Admin/alice",
             [
-                "admin_principal_arn: 'arn:aws:sts::123456789012:assumed-role/Admin/alice'",
+                f"admin_principal_arn: 'arn:aws:sts::{EXAMPLE_ACCOUNT}:assumed-role/Admin/alice'",
                 "STS session",
-                "arn:aws:iam::123456789012:role/Admin",
+                f"arn:aws:iam::{EXAMPLE_ACCOUNT}:role/Admin",
             ],
         ),
         # strict types: YAML's true is not 1, a float is not a count, bytes (!!binary) are not a name
@@ -321,8 +321,8 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ("trn2_nodes.ami_release_version", "1.36.0-20260701", ["ami_release_version", "newer than"]),
         (
             "observability.alarm_topic_arn",
-            "arn:aws:sns:us-west-2:123456789012:alerts",
-            ["alarm_topic_arn='arn:aws:sns:us-west-2:123456789012:alerts'", "create the topic in us-east-2"],
+            f"arn:aws:sns:us-west-2:{EXAMPLE_ACCOUNT}:alerts",
+            [f"alarm_topic_arn='arn:aws:sns:us-west-2:{EXAMPLE_ACCOUNT}:alerts'", "create the topic in us-east-2"],
         ),
     ],
 )

@@ -15,7 +15,7 @@ import pytest
 from config import parse_config
 from config.bucket_layout import artifact_prefix, checkpoint_prefix
 from model_build.digest import artifact_inputs, profile_digest
-from tests.conftest import ROOT, default_config_dict
+from tests.conftest import EXAMPLE_ACCOUNT, ROOT, default_config_dict
 
 
 def _digests(data: dict[str, Any]) -> dict[str, str]:
@@ -89,7 +89,9 @@ NEW_REVISION = "0123456789abcdef0123456789abcdef01234567"
 # One case per artifact input (the keys of artifact_inputs): change it alone, the speculative digest must move.
 RELEVANT: dict[str, Callable[[dict[str, Any]], None]] = {
     "image tag (image, sdk_version)": _set("serving.image.tag", "0.9.1-neuronx-py311-sdk2.27.0-ubuntu22.04"),
-    "image repository (image)": _set("serving.image.repository", "123456789012.dkr.ecr.us-east-2.amazonaws.com/vllm"),
+    "image repository (image)": _set(
+        "serving.image.repository", f"{EXAMPLE_ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/vllm"
+    ),
     "vllm version (vllm_version)": _set("serving.image.tag", "0.9.2-neuronx-py311-sdk2.26.1-ubuntu22.04"),
     "target revision": _set("models.qwen3-32b.revision", NEW_REVISION),
     "target model": _set("models.qwen3-32b.hf_id", "Qwen/Qwen3-14B"),

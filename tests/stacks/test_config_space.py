@@ -22,7 +22,14 @@ from bench.prompts import DEFAULT_SUITE
 from config import parse_config
 from config.catalogue import NEURON_INSTANCES
 from config.kubernetes import SUPPORTED_KUBERNETES_VERSIONS
-from tests.conftest import THREE_PROFILE_CONFIGS, Synth, cfn_lint_errors, default_config_dict, synthesize
+from tests.conftest import (
+    EXAMPLE_ACCOUNT,
+    THREE_PROFILE_CONFIGS,
+    Synth,
+    cfn_lint_errors,
+    default_config_dict,
+    synthesize,
+)
 
 DEFAULT = default_config_dict()
 TRN2 = NEURON_INSTANCES["trn2.48xlarge"]
@@ -83,7 +90,7 @@ def valid_configs(draw: st.DrawFn) -> dict[str, Any]:
     data["kubernetes_version"] = draw(st.sampled_from(SUPPORTED_KUBERNETES_VERSIONS))
     data["bucket"]["retain_on_delete"] = draw(st.booleans())
     if draw(st.booleans()):
-        data["observability"]["alarm_topic_arn"] = "arn:aws:sns:us-east-2:123456789012:trn-alerts"  # example account
+        data["observability"]["alarm_topic_arn"] = f"arn:aws:sns:us-east-2:{EXAMPLE_ACCOUNT}:trn-alerts"
     claimed = sum(
         (p.get("placement") or data["serving"]["placement"])["devices"] * p.get("replicas", 1) for p in data["profiles"]
     )
