@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tune.add_argument(
         "--tolerance",
-        type=float,
+        type=finite_number(at_least=0),
         default=None,
         help="recommend the smallest k whose predicted speedup is within this fraction of the best (default 0.02)",
     )
@@ -199,18 +199,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="comma-separated Poisson rates (requests/s), or `none` (default: fractions of the baseline's "
         "throughput at max_num_seqs, measured by the concurrency sweep)",
     )
-    sw.add_argument("--max-num-seqs", type=int, help="the services' batch size (default: from the config)")
-    sw.add_argument("--repeats", type=int, help="runs per point (default: the config's bench.sweep.repeats)")
+    sw.add_argument("--max-num-seqs", type=whole_number(1), help="the services' batch size (default: from the config)")
     sw.add_argument(
-        "--requests", type=int, default=32, help="measured requests per case and point (at least 4x concurrency)"
+        "--repeats", type=whole_number(1), help="runs per point (default: the config's bench.sweep.repeats)"
     )
-    sw.add_argument("--max-tokens", type=int, default=256, help="fixed output length of every request")
+    sw.add_argument(
+        "--requests",
+        type=whole_number(1),
+        default=32,
+        help="measured requests per case and point (at least 4x concurrency)",
+    )
+    sw.add_argument("--max-tokens", type=whole_number(1), default=256, help="fixed output length of every request")
     sw.add_argument("--mode", choices=["interleaved", "simultaneous"], default="interleaved")
     sw.add_argument("--api", choices=["chat", "completions"], default="chat")
     sw.add_argument("--model", help="model name; default: the first one from GET /v1/models")
     sw.add_argument("--seed", type=int, default=0)
-    sw.add_argument("--request-timeout", type=float, default=600.0, help="seconds per request")
-    sw.add_argument("--max-duration", type=float, default=900.0, help="no new request after this many s per run")
+    sw.add_argument("--request-timeout", type=finite_number(above=0), default=600.0, help="seconds per request (> 0)")
+    sw.add_argument(
+        "--max-duration", type=finite_number(above=0), default=900.0, help="no new request after this many s per run"
+    )
     sw.add_argument("--out", default="bench-sweep.json", help="the sweep file, rewritten after every point")
     sw.add_argument("--report-dir", help="where report.md, crossover.json, peer/ and plots go (default: --out's stem)")
     sw.add_argument("--resume", action="store_true", help="keep the points already in --out, run the missing ones")
@@ -364,6 +371,10 @@ def _variants_without_success(results: BenchResults) -> list[str]:
     return failed
 
 
+def content_type(path: Path) -> str:
+    return {".json": "application/json", ".png": "image/png", ".md": "text/markdown"}.get(path.suffix, "text/plain")
+
+
 def upload(path: Path, url: str, region: str | None) -> str:
     """Copy a results file to s3://bucket/key, where the in-cluster Job keeps every run: one PutObject through a
     bounded client (config/aws.py), so a silent endpoint fails within aws.SILENT_BOUND_S, each attempt shown."""
@@ -374,7 +385,7 @@ def upload(path: Path, url: str, region: str | None) -> str:
         raise ValueError(f"--upload {url!r} is not s3://BUCKET/KEY")
     try:
         aws.client("s3", region).put_object(
-            Bucket=bucket, Key=key, Body=path.read_bytes(), ContentType="application/json"
+            Bucket=bucket, Key=key, Body=path.read_bytes(), ContentType=content_type(path)
         )
     except aws.errors() as err:
         raise aws.failure(f"uploading {path} to {url}", err, f"upload {path} again (the results are there)") from None
@@ -403,8 +414,8 @@ def _tune(args: argparse.Namespace) -> int:
     from bench.tune import DEFAULT_TOLERANCE, fit_cases, format_tuning
 
     tolerance = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
-    if not 0.0 <= tolerance < 1.0:
-        print(f"error: --tolerance={tolerance} must be a fraction in 0..1, e.g. 0.02 for 2%", file=sys.stderr)
+    if tolerance >= 1.0:
+        print(f"error: --tolerance={tolerance} must be a fraction below 1, e.g. 0.02 for 2%", file=sys.stderr)
         return EXIT_USAGE
     if args.propose:
         import yaml
@@ -491,9 +502,6 @@ def _sweep(args: argparse.Namespace) -> int:
         rates = None
         if args.rates:
             rates = [] if args.rates.strip() == "none" else _numbers("--rates", args.rates, float)
-        for flag, value in (("--requests", args.requests), ("--max-tokens", args.max_tokens)):
-            if value < 1:
-                raise ValueError(f"{flag}={value} must be >= 1")
     except (ValueError, SuiteError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -501,9 +509,6 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"error: --upload {args.upload!r} is not s3://BUCKET/PREFIX/", file=sys.stderr)
         return EXIT_USAGE
     repeats = args.repeats if args.repeats is not None else _bench_config(cfg).sweep.repeats
-    if repeats < 1:
-        print(f"error: --repeats={repeats} must be >= 1 (3 gives a median and a spread)", file=sys.stderr)
-        return EXIT_USAGE
     baseline = args.baseline or _config_baseline(cfg, names) or names[0]
     if baseline not in names:
         print(f"error: --baseline {baseline!r} is not one of the --endpoint names {names}", file=sys.stderr)
@@ -529,6 +534,9 @@ def _sweep(args: argparse.Namespace) -> int:
         max_num_seqs=max_num_seqs,
     )
     out = Path(args.out)
+    if problem := writable_problem(out):
+        print(f"error: --out {str(out)!r} {problem}; choose another path", file=sys.stderr)
+        return EXIT_USAGE
     previous = load_sweep(out) if args.resume and out.exists() else None
     options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
     try:
@@ -548,6 +556,9 @@ def _sweep(args: argparse.Namespace) -> int:
     except (ConnectionError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_FAILED
+    except OSError as err:
+        print(f"error: cannot write the sweep to {str(out)!r} ({err.strerror}); choose another --out", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print(f"\ninterrupted: every finished point is in {out}; add --resume to continue", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -565,26 +576,30 @@ def _sweep_outputs(sweep: object, source: Path, folder: Path, cfg: object | None
         print(f"crossover {c.variant} {c.kind} ({c.load}): {at}" + (" (uncertain)" if c.uncertain else ""))
     print(f"sweep: {source}; report: {folder}/ ({len(paths)} files)")
     if getattr(args, "upload", None):
-        from botocore.exceptions import BotoCoreError, ClientError
+        from config.exit_codes import CommandError
 
         try:
             for url in upload_sweep(source, paths, args.upload, getattr(cfg, "region", None)):
                 print(f"uploaded: {url}")
-        except (BotoCoreError, ClientError, ValueError) as err:
+        except (CommandError, ValueError) as err:
             print(f"error: upload to {args.upload} failed ({err}); the files are in {folder}", file=sys.stderr)
             return EXIT_FAILED
     if args.cloudwatch:
         if cfg is None:
             print("error: publishing needs the deployment config for the namespace; pass --config", file=sys.stderr)
             return EXIT_USAGE
-        from botocore.exceptions import BotoCoreError, ClientError
-
         from bench.cloudwatch import publish_series
+        from config.exit_codes import CommandError
 
         namespace = cfg.observability.metrics_namespace  # type: ignore[attr-defined]
         try:
-            report = publish_series(sweep_series(sweep, floor, slo), namespace=namespace, region=cfg.region)  # type: ignore[arg-type, attr-defined]
-        except (BotoCoreError, ClientError, ValueError) as err:
+            report = publish_series(
+                sweep_series(sweep, floor, slo),
+                namespace=namespace,
+                region=cfg.region,  # type: ignore[attr-defined]
+                again=f"publish the sweep's metrics again with `python -m bench sweep-report {source} --cloudwatch`",
+            )
+        except (CommandError, ValueError) as err:
             print(f"error: CloudWatch publish to {namespace} failed: {err}", file=sys.stderr)
             return EXIT_FAILED
         print(f"CloudWatch {namespace}: {report.datums} sweep metric datums")
@@ -593,25 +608,18 @@ def _sweep_outputs(sweep: object, source: Path, folder: Path, cfg: object | None
 
 def upload_sweep(source: Path, paths: list[Path], prefix_url: str, region: str | None) -> list[str]:
     """The sweep file and every report file under s3://bucket/prefix/, and crossover.json also at the bucket's
-    CROSSOVER_KEY, where the endpoint's spill threshold reads the latest one."""
+    CROSSOVER_KEY, where the endpoint's spill threshold reads the latest one; each through upload()'s bounded
+    client."""
     from config.bucket_layout import CROSSOVER_KEY
 
     bucket, _, prefix = prefix_url.removeprefix("s3://").partition("/")
     if not bucket:
         raise ValueError(f"--upload {prefix_url!r} names no bucket; write s3://BUCKET/PREFIX/")
     prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
-    import boto3
-
-    s3 = boto3.client("s3", region_name=region)
     root = paths[0].parent
     uploads = [(source, prefix + source.name)] + [(p, prefix + str(p.relative_to(root))) for p in paths]
     uploads += [(p, CROSSOVER_KEY) for p in paths if p.name == "crossover.json"]
-    done = []
-    for path, key in uploads:
-        kind = {".json": "application/json", ".png": "image/png", ".md": "text/markdown"}.get(path.suffix, "text/plain")
-        s3.upload_file(str(path), bucket, key, ExtraArgs={"ContentType": kind})
-        done.append(f"s3://{bucket}/{key}")
-    return done
+    return [upload(path, f"s3://{bucket}/{key}", region) for path, key in uploads]
 
 
 def _sweep_report(args: argparse.Namespace) -> int:

@@ -179,9 +179,10 @@ def publish_series(
     region: str | None = None,
     client: Any = None,
     now: datetime | None = None,
+    again: str = "publish the results file again with `python -m bench publish`",
 ) -> PublishReport:
     """PutMetricData the series, within the call limits. Refuses series CloudWatch would reject as too old; a
-    failed call is a config.exit_codes.CommandError sentence."""
+    failed call is a config.exit_codes.CommandError sentence ending with `again`, how to send them again."""
     now = now or datetime.now(UTC)
     too_old = sorted({s.test_case for s in series if now - s.timestamp > MAX_AGE})
     if too_old:
@@ -189,11 +190,18 @@ def publish_series(
             f"runs {', '.join(too_old)} are older than 14 days, which CloudWatch does not accept; "
             "publish fresh results, or keep these in S3 and use `bench report`"
         )
+    return put_datums(build_datums(series), namespace=namespace, region=region, client=client, again=again)
+
+
+def put_datums(
+    datums: list[dict[str, Any]], *, namespace: str, region: str | None, again: str, client: Any = None
+) -> PublishReport:
+    """PutMetricData in batches within the call limits, through a bounded client (a silent endpoint fails each
+    call within aws.SILENT_BOUND_S, each attempt shown); a failed call is a CommandError sentence."""
     from config import aws
 
-    if client is None:  # bounded: a silent endpoint fails each call within aws.SILENT_BOUND_S, each attempt shown
+    if client is None:
         client = aws.client("cloudwatch", region)
-    datums = build_datums(series)
     batches = batch_datums(datums, namespace)
     for number, batch in enumerate(batches, start=1):
         try:
@@ -202,7 +210,6 @@ def publish_series(
             raise aws.failure(
                 f"PutMetricData call {number} of {len(batches)} to {namespace}",
                 err,
-                f"publish the results file again with `python -m bench publish` ({number - 1} earlier call(s) went "
-                "through: their values would be counted twice)",
+                f"{again} ({number - 1} earlier call(s) went through: their values would be counted twice)",
             ) from None
     return PublishReport(calls=len(batches), datums=len(datums), values=sum(len(d["Values"]) for d in datums))

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bench.prompts import TestCase
 from bench.results import BenchResults, ResultsError, RunSettings, save_json
 from bench.runner import Endpoint, Hardware, RunOptions, run_benchmark
+from config import pydantic_errors
 
 SWEEP_SCHEMA_VERSION = 1
 LoadKind = Literal["concurrency", "rate"]
@@ -202,9 +203,8 @@ def load_sweep(path: str | Path) -> SweepResults:
     try:
         return SweepResults.model_validate_json(text)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "top level"
+        first = pydantic_errors.sentence(err.errors()[0], fixes={}, default="{loc}: {msg}")
         raise ResultsError(
-            f"sweep file {str(file)!r}: {where}: {first['msg']}; pass a file written by `bench sweep` "
+            f"sweep file {str(file)!r}: {first}; pass a file written by `bench sweep` "
             f"(schema_version {SWEEP_SCHEMA_VERSION})"
         ) from None

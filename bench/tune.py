@@ -141,12 +141,13 @@ def format_tuning(fits: list[CaseFit], tolerance: float = DEFAULT_TOLERANCE) -> 
         f"  {'S(k) now':>8}   rec k  S(rec)",
     ]
     for f in fits:
+        rec = smallest_within(f.predicted, tolerance)
         warn = ""
         if f.alpha_fitted is not None and abs(f.alpha_fitted - f.alpha) > DISAGREEMENT:
             warn = "  (paths disagree: the model does not describe this run)"
         lines.append(
             f"{f.variant:<14}{f.test_case:<18}{f.kind:<12}{f.k:>3}{f.alpha:>7.3f}{_opt(f.alpha_fitted, '.3f'):>10}"
-            f"{_opt(f.c_measured, '.3f'):>7}  {f.predicted[f.k]:>8.2f}  {f.best_k:>6}  {f.predicted[f.best_k]:>6.2f}"
+            f"{_opt(f.c_measured, '.3f'):>7}  {f.predicted[f.k]:>8.2f}  {rec:>6}  {f.predicted[rec]:>6.2f}"
             f"   ({f.alpha_source}){warn}"
         )
     lines.append("")

@@ -30,7 +30,7 @@ from charts.code_bundle import (
 from charts.neuron_claim import gi
 from charts.pod_security import non_root
 from charts.vllm_service import api_key_env
-from config.bucket_layout import results_key, sweep_prefix
+from config.bucket_layout import results_key, sweep_file_name, sweep_prefix
 from config.catalogue import NODE_ROLE_LABEL
 from config.labels import workload_labels
 from config.schema import DeploymentConfig
@@ -103,7 +103,7 @@ def bench_run_argv(
         "--config",
         f"{CONFIG_PATH}/config.yaml",
         "--out",
-        f"{RESULTS_PATH}/{run_id}.json",
+        f"{RESULTS_PATH}/{sweep_file_name(run_id)}",
         "--report-dir",
         f"{RESULTS_PATH}/{run_id}",
         "--no-plots",

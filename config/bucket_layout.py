@@ -49,3 +49,12 @@ CROSSOVER_KEY = f"{RESULTS_PREFIX}crossover.json"
 
 def sweep_prefix(run_id: str) -> str:
     return f"{RESULTS_PREFIX}{run_id}/"
+
+
+def sweep_file_name(run_id: str) -> str:
+    """The sweep file the Job writes and uploads under sweep_prefix(run_id)."""
+    return f"{run_id}.json"
+
+
+def sweep_key(run_id: str) -> str:
+    return sweep_prefix(run_id) + sweep_file_name(run_id)

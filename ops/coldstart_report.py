@@ -26,7 +26,6 @@ from ops.coldstart import INIT_CONTAINER, PHASES, VLLM_CONTAINER, ColdStart, col
 from ops.kubectl import kubectl
 
 LOG_LIMIT_BYTES = 4_000_000  # vLLM says its engine is ready within its first lines; a long-running log can be large
-MAX_AGE_S = 14 * 24 * 3600  # CloudWatch accepts data points up to two weeks old (bench/cloudwatch.py)
 
 
 def _items(*args: str) -> list[dict]:
@@ -97,15 +96,12 @@ def timeline_png(starts: list[ColdStart], path: Path) -> None:
 
 
 def publish(starts: list[ColdStart], *, namespace: str, region: str, now: datetime) -> int:
-    """PutMetricData of every Ready pod's phases; returns the number of values sent."""
-    from bench.cloudwatch import batch_datums
-    from config import aws
+    """PutMetricData of every Ready pod's phases (bench.cloudwatch.put_datums); returns the number of values sent."""
+    from bench.cloudwatch import MAX_AGE, put_datums
 
-    datums = metric_datums(starts, now=now, max_age_s=MAX_AGE_S)
+    datums = metric_datums(starts, now=now, max_age_s=MAX_AGE.total_seconds())
     if datums:
-        client = aws.client("cloudwatch", region, stream=sys.stderr)
-        for batch in batch_datums(datums, namespace):
-            client.put_metric_data(Namespace=namespace, MetricData=batch)
+        put_datums(datums, namespace=namespace, region=region, again="run make coldstart-report again")
     return len(datums)
 
 
@@ -148,15 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     table, png = write_report(starts, args.out, now)
     print(f"wrote {table} and {png}")
     if args.publish:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from config.exit_codes import CommandError
 
         try:
             sent = publish(starts, namespace=config.observability.metrics_namespace, region=config.region, now=now)
-        except (BotoCoreError, ClientError) as err:
-            print(
-                f"the report is written, but CloudWatch refused the numbers ({err}); run again with --publish",
-                file=sys.stderr,
-            )
+        except CommandError as err:
+            print(f"the report is written, but the numbers did not reach CloudWatch: {err}", file=sys.stderr)
             return EXIT_FAILED
         print(f"sent {sent} values to CloudWatch namespace {config.observability.metrics_namespace}")
     return EXIT_OK

@@ -28,7 +28,7 @@ from pathlib import Path
 from bench.__main__ import build_parser
 from charts.bench_job import bench_run_argv, render_bench_job
 from config import DeploymentConfig, load_config
-from config.bucket_layout import results_key, sweep_prefix
+from config.bucket_layout import results_key, sweep_key
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError
 from ops.capacity_block import too_late
@@ -76,6 +76,8 @@ JOB_OWNED_FLAGS = {
     "--cloudwatch": "cloudwatch",
     "--lossless": "lossless",
     "--resume": "resume",
+    "--report-dir": "report_dir",
+    "--no-plots": "no_plots",
 }
 
 
@@ -101,7 +103,7 @@ def run_bench(
     local = Path("bench-results") / f"{run_id}.json"
     local.parent.mkdir(exist_ok=True)
     bucket = config.models_bucket_name(account)
-    key = f"{sweep_prefix(run_id)}{run_id}.json" if sweep else results_key(run_id)
+    key = sweep_key(run_id) if sweep else results_key(run_id)
     try:
         aws.client("s3", config.region).download_file(bucket, key, str(local))
     except aws.errors() as err:

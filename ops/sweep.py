@@ -19,7 +19,6 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -29,11 +28,6 @@ from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from config.tags import DEPLOYMENT_TAG_KEY
 
 CLOUDFORMATION_TAG = "aws:cloudformation:stack-id"
-
-
-def _client(session: boto3.session.Session, service: str) -> Any:
-    """Each call fails within aws.SILENT_BOUND_S on a silent or unreachable endpoint, each attempt shown."""
-    return aws.session_client(session, service)
 
 
 @dataclass
@@ -99,16 +93,16 @@ def sweep(
         report.deleted.append(f"{kind} {ident}")
         log(f"deleted {kind} {ident}")
 
-    elbv2 = _client(session, "elbv2")
+    elbv2 = aws.session_client(session, "elbv2")
     for arn in _owned_elbv2(elbv2, owner):
         delete("load balancer", arn, lambda arn=arn: elbv2.delete_load_balancer(LoadBalancerArn=arn))
     for arn in _owned_target_groups(elbv2, owner):
         delete("target group", arn, lambda arn=arn: elbv2.delete_target_group(TargetGroupArn=arn))
-    elb = _client(session, "elb")
+    elb = aws.session_client(session, "elb")
     for name in _owned_classic_elbs(elb, owner):
         delete("classic load balancer", name, lambda name=name: elb.delete_load_balancer(LoadBalancerName=name))
 
-    ec2 = _client(session, "ec2")
+    ec2 = aws.session_client(session, "ec2")
     for eni in _owned(ec2.describe_network_interfaces, "NetworkInterfaces", "NetworkInterfaceId", owner):
         if eni["Status"] != "available":
             report.left_for_you.append(f"network interface {eni['NetworkInterfaceId']} (still {eni['Status']})")
@@ -144,7 +138,7 @@ def sweep(
         time.sleep(retry_delay_s)
         groups = pending
 
-    logs = _client(session, "logs")
+    logs = aws.session_client(session, "logs")
     for prefix in (f"/aws/eks/{owner.cluster_name}/", f"/aws/containerinsights/{owner.cluster_name}/"):
         for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=prefix):
             for group in page.get("logGroups", []):
@@ -223,7 +217,7 @@ def ownership(config: DeploymentConfig) -> Ownership:
 
 def live_stacks(session: boto3.session.Session, names: Iterable[str]) -> list[str]:
     """Which of `names` CloudFormation still has (any state but DELETE_COMPLETE), as "name (STATUS)"."""
-    cfn = _client(session, "cloudformation")
+    cfn = aws.session_client(session, "cloudformation")
     live = []
     for name in names:
         try:

@@ -295,3 +295,51 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_point(stand_ins: d
     points = [(p.point.kind, p.point.value, p.repeat) for p in load_sweep(out).points]
     assert sorted(points) == sorted(("concurrency", float(c), r) for c in (1, 2) for r in range(2))
     assert done.stderr.count("already in the sweep file; skipped") == kept
+
+
+def test_a_sweep_whose_upload_and_publish_meet_a_silent_aws_ends_in_sentences(
+    sweep: SweepResults, silent_aws, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """Each AWS call of `bench sweep` goes through a bounded client; a failure is a sentence and exit 1, never a
+    traceback (the sweep's upload used an unbounded client and its publish error escaped the CLI)."""
+    import argparse
+
+    from bench.__main__ import _sweep_outputs
+    from bench.sweep import save_sweep
+    from config import load_config
+
+    source = save_sweep(sweep, tmp_path / "sweep.json")
+    cfg = load_config(ROOT / "config" / "default.yaml")
+    for upload, cloudwatch, words in (
+        ("s3://bucket/results/run/", False, "upload to s3://bucket/results/run/ failed"),
+        (None, True, "CloudWatch publish to"),
+    ):
+        args = argparse.Namespace(no_plots=True, upload=upload, cloudwatch=cloudwatch)
+        assert _sweep_outputs(sweep, source, tmp_path / "report", cfg, args) == 1
+        err = capsys.readouterr().err
+        assert words in err and "did not answer" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("where", ["directory", "under a file"])
+def test_an_unwritable_sweep_out_is_refused_before_any_request(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Port 9 refuses: reaching it would be exit 1, not 2."""
+    from bench.__main__ import main
+
+    (tmp_path / "file").write_text("")
+    out = tmp_path if where == "directory" else tmp_path / "file" / "s.json"
+    assert main(["sweep", "--endpoint", "a=http://127.0.0.1:9", "--concurrency", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {str(out)!r}" in err and "choose another path" in err
+
+
+@pytest.mark.parametrize(
+    "flag", [["--requests", "0"], ["--repeats", "0"], ["--request-timeout", "nan"], ["--max-duration", "inf"]]
+)
+def test_sweep_numbers_are_checked_when_parsed(flag: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["sweep", "--endpoint", "a=http://127.0.0.1:9", *flag])
+    assert exit_.value.code == 2 and f"argument {flag[0]}" in capsys.readouterr().err

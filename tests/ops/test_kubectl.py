@@ -419,7 +419,7 @@ def test_a_sweep_job_downloads_its_sweep_file_and_reports_it_with_plots(
 
     from bench.results import RunSettings
     from bench.sweep import SweepResults, SweepSettings
-    from config.bucket_layout import sweep_prefix
+    from config.bucket_layout import sweep_key
 
     _bucket(staged=[])
     config = load_config()
@@ -434,7 +434,7 @@ def test_a_sweep_job_downloads_its_sweep_file_and_reports_it_with_plots(
     )
     boto3.client("s3", region_name=config.region).put_object(
         Bucket=config.models_bucket_name(MOTO_ACCOUNT),
-        Key=f"{sweep_prefix('sweep-run1')}sweep-run1.json",
+        Key=sweep_key("sweep-run1"),
         Body=empty.model_dump_json().encode(),
     )
     monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda lossless=False, sweep=False: "sweep-run1")

@@ -172,12 +172,12 @@ def test_the_cli_exits_nonzero_when_a_deletion_fails(aws_env, capsys, monkeypatc
     in use, so EC2's refusal is injected at the client: every DeleteSecurityGroup answers UnauthorizedOperation."""
     from botocore.exceptions import ClientError
 
-    import ops.sweep
+    from config import aws
 
-    real_client = ops.sweep._client
+    real_client = aws.session_client
 
-    def refusing_client(session, service):
-        client = real_client(session, service)
+    def refusing_client(session, service, **kwargs):
+        client = real_client(session, service, **kwargs)
         if service == "ec2":
 
             def refuse(**kwargs):
@@ -186,7 +186,7 @@ def test_the_cli_exits_nonzero_when_a_deletion_fails(aws_env, capsys, monkeypatc
             client.delete_security_group = refuse
         return client
 
-    monkeypatch.setattr(ops.sweep, "_client", refusing_client)
+    monkeypatch.setattr(aws, "session_client", refusing_client)
     ec2 = boto3.session.Session(region_name="us-east-2").client("ec2")
     spec = [{"ResourceType": "security-group", "Tags": [{"Key": DEPLOYMENT_TAG, "Value": "trn-specdec"}]}]
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
