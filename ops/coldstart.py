@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from bench.table import markdown
 from config.metrics import COLD_START_PHASE, PHASE, SECONDS, START_KIND, TIME_TO_READY, VARIANT
 
 INIT_CONTAINER = "verify-artifact"  # charts/vllm_service.py
@@ -281,14 +282,14 @@ def report_table(starts: Iterable[ColdStart]) -> str:
     """A Markdown table: one row per pod, one column per phase (seconds); a blank cell's time is in the next
     filled one (that boundary was not recorded)."""
     header = ["pod", "service", "start", *PHASES, "to Ready", "outcome"]
-    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for s in starts:
         cells = dict.fromkeys(PHASES, "")
         for p in s.phases:
             cells[p.name.split(" + ")[-1]] = f"{p.seconds:.0f}"
         total = f"{s.time_to_ready_s:.0f}" if s.time_to_ready_s is not None else "-"
-        rows.append("| " + " | ".join([s.pod, s.profile, s.start_kind, *cells.values(), total, s.outcome]) + " |")
-    return "\n".join(rows)
+        rows.append([s.pod, s.profile, s.start_kind, *cells.values(), total, s.outcome])
+    return "\n".join(markdown(header, rows))  # escapes a | in a kubelet message
 
 
 def metric_datums(starts: Iterable[ColdStart], *, now: datetime, max_age_s: float) -> list[dict]:
