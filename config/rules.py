@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from config.catalogue import CLOUDFORMATION_TEMPLATE_BYTES, GP3_IOPS_PER_MIBPS, MAX_PROFILES
 from config.neuron_ami import ami_driver, driver_text
+from config.scaling import devices_available
 from serving_stacks import STACKS, stack_named
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def placement_problems(config: DeploymentConfig) -> list[str]:
                 f"{config.trn2_nodes.instance_type}; use at most {inst.devices}"
             )
     needed = sum(config.profile_devices(p) for p in config.profiles)
-    offered = inst.devices * config.trn2_nodes.max_size
+    offered = devices_available(config)
     if needed > offered:
         problems.append(
             f"profiles claim {needed} Neuron devices in all but trn2_nodes.max_size={config.trn2_nodes.max_size} "

@@ -67,7 +67,8 @@ def min_replicas(profile: Any) -> int:
 
 
 def devices_available(config: Any) -> int:
-    """Devices of the trn2 node group at max_size, as the placement rule in config/rules.py counts them."""
+    """Devices of the trn2 node group at max_size: what the placement rule (config/rules.py) and the autoscaler's
+    maximum share."""
     return config.trn2_nodes.max_size * config.trn2_nodes.instance.devices
 
 

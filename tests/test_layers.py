@@ -125,7 +125,7 @@ def test_importing_the_stacks_loads_no_benchmark_runtime_and_no_aws_sdk():
     interpreter, since tests import them all."""
     probe = (
         "import sys, stacks; print(' '.join(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'boto3', 'bench') "
-        "or m in ('model_build.checkpoints', 'model_build.transfer')))"
+        "or m in ('model_build.checkpoints', 'model_build.uploader', 'model_build.store')))"
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

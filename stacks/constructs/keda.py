@@ -8,7 +8,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from config.catalogue import NODE_ROLE_LABEL
+from config.catalogue import KEDA_NAMESPACE, NODE_ROLE_LABEL
 from stacks.constructs.pod_identity_role import PodIdentityRole
 
 # Pinned chart: kedacore/charts keda/Chart.yaml version 2.20.2 (appVersion 2.20.2), release commit cbb9bb8c. The
@@ -17,7 +17,6 @@ from stacks.constructs.pod_identity_role import PodIdentityRole
 KEDA_CHART_REPOSITORY = "https://kedacore.github.io/charts"
 KEDA_CHART_NAME = "keda"
 KEDA_CHART_VERSION = "2.20.2"
-KEDA_NAMESPACE = "keda"
 KEDA_OPERATOR_SERVICE_ACCOUNT = "keda-operator"  # the chart's serviceAccount.operator.name default, set explicitly
 # The only call KEDA's prometheus scaler makes: GET <workspace>/api/v1/query, which AMP authorizes as
 # aps:QueryMetrics (AMP user guide, "Amazon Managed Service for Prometheus permissions").

@@ -16,7 +16,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from charts.pod_security import VLLM_POD_LABELS
+from config.labels import PROFILE as PROFILE_POD_LABEL
+from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, POD_LABEL, PROFILE_LABEL, SCRAPE_JOB, VLLM_METRIC_PREFIXES
 from config.schema import DeploymentConfig
 from serving_stacks import stack_named
@@ -31,7 +32,6 @@ SCHEDULER_METRICS = ("scheduler_pending_pods",)
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 SERVICE_ACCOUNT_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 # The pod label every vLLM pod carries with its profile name (charts/vllm_service.labels).
-PROFILE_POD_LABEL = "trn-specdec/profile"
 
 
 def _label(name: str) -> str:
