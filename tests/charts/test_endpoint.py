@@ -96,8 +96,8 @@ def test_no_weights_send_every_session_to_the_baseline(default_config: Deploymen
 
 
 def sweep_crossover_json(*, structured_paid: int, open_ended_paid: int) -> str:
-    """A crossover.json as the load sweep writes it (validated by its own model), for profile `speculative`."""
-    from bench.sweep_report import CrossoverFile
+    """A crossover.json as the load sweep writes it (validated by its one model), for profile `speculative`."""
+    from config.crossover import CrossoverFile
 
     def entry(kind: str, paid: int) -> dict:
         return {
@@ -141,12 +141,11 @@ def test_the_spill_threshold_is_the_override_else_the_crossover_else_max_num_seq
     assert spill_thresholds(parse_config({**data, "endpoint": {**data["endpoint"], "spill": False}})) == {}
 
 
-def test_an_unreadable_crossover_file_is_a_sentence(tmp_path: Path) -> None:
+def test_an_unreadable_crossover_file_is_a_sentence_at_config_load(tmp_path: Path) -> None:
     bad = tmp_path / "crossover.json"
     bad.write_text('{"something": 1}')
-    config = parse_config(with_endpoint(crossover_file=str(bad)))
     with pytest.raises(ConfigError, match=r"crossover_file=.*crossover.json"):
-        spill_thresholds(config)
+        parse_config(with_endpoint(crossover_file=str(bad)))
 
 
 @pytest.mark.parametrize(
@@ -155,6 +154,9 @@ def test_an_unreadable_crossover_file_is_a_sentence(tmp_path: Path) -> None:
         ({"weights": {"baseline": 90, "speculative": 20}}, "add up to 110"),
         ({"weights": {"baseline": 90, "nobody": 10}}, "'nobody' is not a profile"),
         ({"spill_threshold": {"baseline": 4}}, "baseline does not speculate"),
+        ({"port": 9902}, "endpoint.port=9902 is the router's own metrics port"),
+        ({"port": 9901}, "endpoint.port=9901 is the router's own admin port"),
+        ({"port": 9911}, "endpoint.port=9911 is the router's own spill gate port"),
     ],
 )
 def test_endpoint_mistakes_are_sentences(endpoint: dict[str, Any], message: str) -> None:
