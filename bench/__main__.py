@@ -19,6 +19,7 @@ from bench.results import (
     Stop,
     VariantInfo,
     error_reasons,
+    folder_problem,
     load_results,
     save_results,
 )
@@ -419,20 +420,6 @@ def writable_problem(out: Path) -> str | None:
     probe = out.with_name(f".{out.name}.tmp")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        return f"cannot be written ({err.strerror})"
-    return None
-
-
-def folder_problem(folder: Path) -> str | None:
-    """Why a report folder cannot take files, found before a sweep starts (it used to fail after the whole grid)."""
-    if folder.exists() and not folder.is_dir():
-        return "is not a directory"
-    probe = folder / ".bench-write-probe"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:

@@ -419,6 +419,21 @@ def save_results(results: BenchResults, path: str | Path) -> Path:
     return save_json(results.model_dump_json(indent=1), path)
 
 
+def folder_problem(folder: Path) -> str | None:
+    """Why a report folder cannot take files, as a phrase, found before the work that fills it (a sweep used to
+    fail after its whole grid): bench sweep, bench sweep-report and ops.coldstart_report check it first."""
+    if folder.exists() and not folder.is_dir():
+        return "is not a directory"
+    probe = folder / ".bench-write-probe"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        return f"cannot be written ({err.strerror})"
+    return None
+
+
 def save_json(text: str, path: str | Path) -> Path:
     """Write atomically and durably: a temporary file, fsync'd, renamed over the old one, directory fsync'd.
     A crash or Ctrl-C at any moment leaves either the previous complete file or the new one."""
