@@ -156,9 +156,10 @@ def test_the_spill_threshold_is_the_override_else_the_crossover_else_max_num_seq
     assert spill_thresholds(parse_config(data)) == {"speculative": 4 * 2}  # max_num_seqs x replicas
     crossover = tmp_path / "crossover.json"
     crossover.write_text(sweep_crossover_json(structured_paid=3, open_ended_paid=5))
-    assert spill_thresholds(
-        parse_config({**data, "endpoint": {**data["endpoint"], "crossover_file": str(crossover)}})
-    ) == {"speculative": 3 * 2}
+    with_file = parse_config({**data, "endpoint": {**data["endpoint"], "crossover_file": str(crossover)}})
+    crossover.rename(tmp_path / "moved.json")  # read once, at config load: the chart reads no files
+    assert spill_thresholds(with_file) == {"speculative": 3 * 2}
+    (tmp_path / "moved.json").rename(crossover)
     both = {**data["endpoint"], "crossover_file": str(crossover), "spill_threshold": {"speculative": 7}}
     assert spill_thresholds(parse_config({**data, "endpoint": both})) == {"speculative": 7 * 2}
     assert spill_thresholds(parse_config({**data, "endpoint": {**data["endpoint"], "spill": False}})) == {}
