@@ -6,21 +6,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.arguments import finite_number, whole_number
+from bench.arguments import finite_number, number_list, number_list_or_none, whole_number
 from bench.results import (
-    BenchResults,
+    CaseRun,
     ResultsError,
     RunSettings,
     Stop,
+    VariantInfo,
     error_reasons,
+    folder_problem,
     load_results,
     save_results,
 )
 from config import ConfigError
+from config.catalogue import MAX_NUM_SEQS
 from config.endpoint import OVERRIDE_HEADER
 from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
@@ -31,6 +35,10 @@ if TYPE_CHECKING:
 
 LOSSLESS_REQUESTS = 8  # per test case and stop mode in --lossless: distinct prompts, batch size 1
 STOPS: dict[str, list[Stop]] = {"fixed": ["fixed"], "natural": ["natural"], "both": ["fixed", "natural"]}
+# Caps on the sweep's grid, so a typo cannot put hundreds of thousands of requests in flight against trn2.
+MAX_CONCURRENCY = 4 * MAX_NUM_SEQS  # the default grid's top is 4x max_num_seqs
+MAX_NUM_SEQS_WHY = f"the largest batch a profile compiles, config max_num_seqs <= {MAX_NUM_SEQS}"
+MAX_RATE = 1000.0  # requests/s; the default grid derives rates from the baseline's measured throughput
 
 
 def _config(path: str | None) -> object | None:
@@ -138,9 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not ask vLLM for per-chunk usage (then token counts per chunk come from token_ids or text share)",
     )
     run.add_argument("--out", default="bench-results.json", help="rewritten after every test case")
-    run.add_argument(
+    keep = run.add_mutually_exclusive_group()
+    keep.add_argument(
         "--resume", action="store_true", help="keep the cases already in --out and run only the missing ones"
     )
+    keep.add_argument("--overwrite", action="store_true", help="replace an existing --out (else it is refused)")
     run.add_argument("--config", help="deployment config (default config/default.yaml): k per profile, namespace")
     run.add_argument(
         "--baseline", help="the endpoint speedups are against; default: the config's baseline profile, else the first"
@@ -192,14 +202,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sw.add_argument(
         "--concurrency",
+        type=number_list(int, at_most=MAX_CONCURRENCY, why=f"4x {MAX_NUM_SEQS_WHY}"),
         help="comma-separated concurrencies (default: 1, 2, 4 ... max_num_seqs, then 2x and 4x of it)",
     )
     sw.add_argument(
         "--rates",
+        type=number_list_or_none(float, at_most=MAX_RATE, why="requests per second, far above one trn2 node"),
         help="comma-separated Poisson rates (requests/s), or `none` (default: fractions of the baseline's "
         "throughput at max_num_seqs, measured by the concurrency sweep)",
     )
-    sw.add_argument("--max-num-seqs", type=whole_number(1), help="the services' batch size (default: from the config)")
+    sw.add_argument(
+        "--max-num-seqs",
+        type=whole_number(1, MAX_NUM_SEQS, MAX_NUM_SEQS_WHY),
+        help="the services' batch size (default: from the config)",
+    )
     sw.add_argument(
         "--repeats", type=whole_number(1), help="runs per point (default: the config's bench.sweep.repeats)"
     )
@@ -220,7 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sw.add_argument("--out", default="bench-sweep.json", help="the sweep file, rewritten after every point")
     sw.add_argument("--report-dir", help="where report.md, crossover.json, peer/ and plots go (default: --out's stem)")
-    sw.add_argument("--resume", action="store_true", help="keep the points already in --out, run the missing ones")
+    keep = sw.add_mutually_exclusive_group()
+    keep.add_argument("--resume", action="store_true", help="keep the points already in --out, run the missing ones")
+    keep.add_argument("--overwrite", action="store_true", help="replace an existing --out (else it is refused)")
     sw.add_argument("--no-plots", action="store_true", help="no PNG plots (where matplotlib is not installed)")
     sw.add_argument("--config", help="deployment config (default config/default.yaml): SLOs, floor, max_num_seqs")
     sw.add_argument("--baseline", help="the endpoint speedups are against (default: the config's baseline)")
@@ -242,6 +260,42 @@ def build_parser() -> argparse.ArgumentParser:
     pub.add_argument("results")
     pub.add_argument("--config", help="deployment config (default config/default.yaml)")
     return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """bench's command line, checked as far as it can be here: the parser's types, then what takes two flags
+    together (argument_problem). A problem exits 2 with one usage line, before anything runs; ops.run_benchmark runs
+    the same checks on BENCH_ARGS before it applies the Job."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if problem := argument_problem(args):
+        parser.error(problem)
+    return args
+
+
+def argument_problem(args: argparse.Namespace) -> str | None:
+    """--endpoint's form, --baseline among the --endpoint names and (with the default suite) --cases in it."""
+    if args.command not in ("run", "sweep"):
+        return None
+    from bench.runner import parse_endpoint
+
+    try:
+        names = [parse_endpoint(e).name for e in args.endpoint]
+    except ValueError as err:
+        return str(err)
+    if args.baseline is not None and args.baseline not in names:
+        return (
+            f"--baseline {args.baseline!r} is not one of the --endpoint names ({', '.join(names)}); name one of them "
+            "or leave --baseline out"
+        )
+    if args.command == "sweep" and args.cases is not None and args.suite == "default":
+        from bench.prompts import DEFAULT_SUITE
+
+        try:
+            _sweep_cases(list(DEFAULT_SUITE), args.cases)
+        except ValueError as err:
+            return str(err)
+    return None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -266,8 +320,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.lossless and args.rate is None and args.concurrency is None:
         args.concurrency = 1
     out = Path(args.out)
-    if problem := writable_problem(out):
-        print(f"error: --out {str(out)!r} {problem}; choose another path", file=sys.stderr)
+    if problem := out_problem(out, resume=args.resume, overwrite=args.overwrite):
+        print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     concurrency = args.concurrency if args.rate is None else None
     if args.rate is None and concurrency is None:
@@ -326,7 +380,7 @@ def _run(args: argparse.Namespace) -> int:
     if len(results.variants) > 1:
         print("\n" + format_lossless(results))
     print(f"\nresults: {out}")
-    failed = _variants_without_success(results)
+    failed = _variants_without_success(results.variants, results.runs)
     if args.upload:
         from config.exit_codes import CommandError
 
@@ -340,12 +394,29 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def out_problem(out: Path, *, resume: bool, overwrite: bool) -> str | None:
+    """Why --out must not be used as given, as a sentence: unwritable, not a regular file, or holding earlier results
+    that neither --resume (continue them) nor --overwrite (replace them) was asked for: hours of trn2 are never
+    replaced silently."""
+    if problem := writable_problem(out):
+        return f"--out {str(out)!r} {problem}; choose another path"
+    if out.exists() and not (resume or overwrite):
+        return (
+            f"--out {str(out)!r} already exists and holds earlier results; add --resume to continue them, "
+            "--overwrite to replace them, or choose another --out"
+        )
+    return None
+
+
 def writable_problem(out: Path) -> str | None:
     """Why the results file cannot be written, found before any request is sent: a run writes it after every
     test case, and an unwritable path used to fail after the first one. Tries the temporary file save_results
-    writes, so it holds for root and read-only mounts alike (os.access does not)."""
+    writes, so it holds for root and read-only mounts alike (os.access does not). A FIFO or device is refused
+    without opening it (reading one for --resume would hang or never end)."""
     if out.is_dir():
         return "is a directory"
+    if out.exists() and not out.is_file():
+        return "is not a regular file (a device or pipe)"
     probe = out.with_name(f".{out.name}.tmp")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -356,11 +427,11 @@ def writable_problem(out: Path) -> str | None:
     return None
 
 
-def _variants_without_success(results: BenchResults) -> list[str]:
+def _variants_without_success(variants: Sequence[VariantInfo], all_runs: Sequence[CaseRun]) -> list[str]:
     """Variants with no successful request in any case, each printed with why its requests failed."""
     failed = []
-    for v in results.variants:
-        runs = [r for r in results.runs if r.variant == v.name]
+    for v in variants:
+        runs = [r for r in all_runs if r.variant == v.name]
         if runs and not any(r.summary.ok for r in runs):
             failed.append(v.name)
             reasons = error_reasons([rec for r in runs for rec in r.records]) or ["no requests were sent"]
@@ -457,20 +528,12 @@ def _sweep_policy(cfg: object | None) -> tuple[float, Slo]:
     return bench.sweep.speedup_floor, Slo(bench.slo.ttft_p99_ms / 1000, bench.slo.tpot_p99_ms / 1000)
 
 
-def _numbers(flag: str, text: str, kind: type) -> list:
-    try:
-        values = [kind(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"{flag} {text!r} is not a comma-separated list of numbers, e.g. 1,2,4") from None
-    if not values or min(values) <= 0:
-        raise ValueError(f"{flag} {text!r} needs at least one number, all > 0")
-    return sorted(set(values))
-
-
 def _sweep_cases(suite: list, names: str | None) -> list:
     if names:
         wanted = [n.strip() for n in names.split(",") if n.strip()]
         known = {c.name: c for c in suite}
+        if not wanted:
+            raise ValueError(f"--cases {names!r} names no test case; use some of {', '.join(known)}")
         missing = [n for n in wanted if n not in known]
         if missing:
             raise ValueError(f"--cases {', '.join(missing)} not in the suite; use some of {', '.join(known)}")
@@ -494,14 +557,12 @@ def _sweep(args: argparse.Namespace) -> int:
         profiles = [p for p in getattr(cfg, "profiles", []) if p.name in names]
         max_num_seqs = args.max_num_seqs or (max(p.max_num_seqs for p in profiles) if profiles else None)
         if args.concurrency:
-            concurrencies = _numbers("--concurrency", args.concurrency, int)
+            concurrencies = args.concurrency
         elif max_num_seqs:
             concurrencies = concurrency_grid(max_num_seqs)
         else:
             raise ValueError("no max_num_seqs: pass --concurrency 1,2,4,... or --max-num-seqs N, or a --config")
-        rates = None
-        if args.rates:
-            rates = [] if args.rates.strip() == "none" else _numbers("--rates", args.rates, float)
+        rates = args.rates  # None: derived from the baseline's throughput after the concurrency grid
     except (ValueError, SuiteError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -534,8 +595,13 @@ def _sweep(args: argparse.Namespace) -> int:
         max_num_seqs=max_num_seqs,
     )
     out = Path(args.out)
-    if problem := writable_problem(out):
-        print(f"error: --out {str(out)!r} {problem}; choose another path", file=sys.stderr)
+    folder = Path(args.report_dir) if args.report_dir else out.with_suffix("")
+    if problem := out_problem(out, resume=args.resume, overwrite=args.overwrite):
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    if problem := folder_problem(folder):
+        flag = "--report-dir" if args.report_dir else "the report folder (--out's stem; --report-dir)"
+        print(f"error: {flag} {str(folder)!r} {problem}; choose another --report-dir", file=sys.stderr)
         return EXIT_USAGE
     previous = load_sweep(out) if args.resume and out.exists() else None
     options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
@@ -563,7 +629,15 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"\ninterrupted: every finished point is in {out}; add --resume to continue", file=sys.stderr)
         return EXIT_INTERRUPTED
     save_sweep(sweep, out)
-    return _sweep_outputs(sweep, out, Path(args.report_dir) if args.report_dir else out.with_suffix(""), cfg, args)
+    variants = sweep.points[0].results.variants if sweep.points else []
+    if failed := _variants_without_success(variants, [r for p in sweep.points for r in p.results.runs]):
+        print(
+            f"error: {', '.join(failed)} answered no request in the whole sweep, so it has no report, upload or "
+            f"metrics (the runs are in {out}); fix the service and sweep again with --overwrite",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    return _sweep_outputs(sweep, out, folder, cfg, args)
 
 
 def _sweep_outputs(sweep: object, source: Path, folder: Path, cfg: object | None, args: argparse.Namespace) -> int:
@@ -627,12 +701,19 @@ def _sweep_report(args: argparse.Namespace) -> int:
 
     source = Path(args.sweep)
     sweep = load_sweep(source)
+    folder = Path(args.out) if args.out else source.with_suffix("")
+    if problem := folder_problem(folder):
+        print(f"error: --out {str(folder)!r} {problem}; choose another --out folder", file=sys.stderr)
+        return EXIT_USAGE
     cfg = _config(args.config)
-    return _sweep_outputs(sweep, source, Path(args.out) if args.out else source.with_suffix(""), cfg, args)
+    return _sweep_outputs(sweep, source, folder, cfg, args)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if problem := argument_problem(args):
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if args.command == "run":
             return _run(args)

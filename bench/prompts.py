@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from config import pydantic_errors
+from config import bounded_file, pydantic_errors
 from config.prompt_suite import DEFAULT_CASES, Kind
 
 
@@ -58,15 +58,29 @@ class _SuiteFile(BaseModel):
     test_cases: list[TestCase] = Field(min_length=1)
 
 
+SUITE_MAX_BYTES = 16 * 1024 * 1024  # prompts for a benchmark, not a corpus
+
+
 def load_suite(spec: str) -> list[TestCase]:
     """`default`, or a path to a YAML/JSON file of test cases."""
     if spec == "default":
         return list(DEFAULT_SUITE)
     file = Path(spec)
+    fix = "pass `default` or a YAML/JSON file of test cases"
     try:
-        text = file.read_text()
-    except OSError as err:
-        raise SuiteError(f"suite {spec!r} is neither `default` nor a readable file ({err.strerror})") from None
+        raw = bounded_file.read_bounded(
+            file,
+            where=f"suite {spec!r}",
+            max_bytes=SUITE_MAX_BYTES,
+            limit_name="a suite",
+            expect=fix,
+            unreadable_fix=fix,
+        )
+        text = raw.decode("utf-8")
+    except bounded_file.UnreadableFile as err:
+        raise SuiteError(str(err)) from None
+    except UnicodeDecodeError as err:
+        raise SuiteError(f"suite {spec!r} is not UTF-8 text (byte {err.start}); {fix}") from None
     return parse_suite(_decode(file, text), where=str(file))
 
 

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.spec_metrics import SpecDecodeResult
-from config import pydantic_errors
+from config import bounded_file, pydantic_errors
 
 SCHEMA_VERSION = 1
 
@@ -375,16 +375,29 @@ class ResultsError(ValueError):
     """A results file that cannot be read, phrased for the person at the keyboard."""
 
 
+RESULTS_MAX_BYTES = 1024**3  # a results or sweep file holds every request's record: far less, even for long sweeps
+
+
+def read_text(file: Path, *, where: str, fix: str) -> str:
+    """A results or sweep file's text, read through config/bounded_file.py (a FIFO, device or directory is refused
+    without opening it; the size is bounded), as a ResultsError sentence naming it and `fix` on any problem."""
+    try:
+        raw = bounded_file.read_bounded(
+            file, where=where, max_bytes=RESULTS_MAX_BYTES, limit_name="a results file", expect=fix, unreadable_fix=fix
+        )
+    except bounded_file.UnreadableFile as err:
+        raise ResultsError(str(err)) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ResultsError(f"{where} is not UTF-8 text (byte {err.start}); {fix}") from None
+
+
 def load_results(path: str | Path) -> BenchResults:
     file = Path(path)
+    text = read_text(file, where=f"results file {str(file)!r}", fix="pass a file written by `bench run`")
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ResultsError(f"results file {str(file)!r} cannot be read ({err.strerror})") from None
-    except UnicodeDecodeError as err:
-        raise ResultsError(
-            f"results file {str(file)!r} is not UTF-8 text (byte {err.start}); pass a file written by `bench run`"
-        ) from None
+        data = json.loads(text)
     except json.JSONDecodeError as err:
         raise ResultsError(
             f"results file {str(file)!r} is not JSON ({err}); pass a file written by `bench run`"
@@ -404,6 +417,21 @@ def load_results(path: str | Path) -> BenchResults:
 
 def save_results(results: BenchResults, path: str | Path) -> Path:
     return save_json(results.model_dump_json(indent=1), path)
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why a report folder cannot take files, as a phrase, found before the work that fills it (a sweep used to
+    fail after its whole grid): bench sweep, bench sweep-report and ops.coldstart_report check it first."""
+    if folder.exists() and not folder.is_dir():
+        return "is not a directory"
+    probe = folder / ".bench-write-probe"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        return f"cannot be written ({err.strerror})"
+    return None
 
 
 def save_json(text: str, path: str | Path) -> Path:

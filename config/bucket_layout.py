@@ -43,7 +43,7 @@ def mounted(prefix: str, root: str = MOUNT_PATH) -> str:
 
 
 # `bench sweep`'s crossover: the latest one at a fixed key, where the endpoint's spill threshold reads it
-# (schema: bench/sweep_report.py CrossoverFile, docs/sweep.md), and each sweep's own copy beside its results.
+# (schema: config/crossover.py CrossoverFile, docs/sweep.md), and each sweep's own copy beside its results.
 CROSSOVER_KEY = f"{RESULTS_PREFIX}crossover.json"
 
 

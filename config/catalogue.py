@@ -55,6 +55,9 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease",
 # synth.
 CLOUDFORMATION_TEMPLATE_BYTES = 1_000_000
 MAX_PROFILES = 20
+# The largest batch (vLLM --max-num-seqs) a profile may compile: config/schema.py bounds max_num_seqs with it, and
+# `bench sweep --max-num-seqs` with it too (its concurrency grid goes to 4x the batch: requests in flight on trn2).
+MAX_NUM_SEQS = 256
 GP3_IOPS_PER_MIBPS = 4  # gp3 throughput is at most 0.25 MiB/s per provisioned IOPS (Amazon EBS volume types)
 
 # <vllm x.y.z>[.<plugin x.y.z>]-neuronx-py<NN>-sdk<x.y.z>-ubuntu<NN.NN>: three version parts on the legacy fork's

@@ -14,3 +14,12 @@ STICKY_HEADER = "x-session-id"  # default session header: one value always lands
 # (active) or while waiting for a new upstream connection (pending): both are the arm being full.
 SPILL_METRICS = ("envoy_cluster_upstream_rq_active_overflow", "envoy_cluster_upstream_rq_pending_overflow")
 CAPPED_SUFFIX = "-capped"
+
+# The router pod's own ports besides endpoint.port (charts/endpoint.py renders them; endpoint.port must differ).
+ADMIN_PORT = 9901  # 127.0.0.1 only: the admin API can stop Envoy
+METRICS_PORT = 9902  # /stats/prometheus only, proxied to the admin API
+GATE_PORT = 9910  # 127.0.0.1, GATE_PORT + i for the i-th spilling arm: the hop whose circuit breaker is the threshold
+# Envoy's circuit-breaker thresholds are google.protobuf.UInt32Value (envoyproxy/envoy@01c2c1fa
+# api/envoy/config/cluster/v3/circuit_breaker.proto, CircuitBreakers.Thresholds.max_requests): a larger spill
+# threshold renders a bootstrap Envoy refuses.
+ENVOY_THRESHOLD_MAX = 2**32 - 1

@@ -9,17 +9,15 @@ longer than MAX_INT_DIGITS. Each becomes a ConfigError naming the file and line.
 
 from __future__ import annotations
 
-import os
 import re
 import reprlib
-import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from config import pydantic_errors
+from config import bounded_file, pydantic_errors
 from config.schema import ConfigError, DeploymentConfig
 from serving_stacks import STACKS
 
@@ -148,28 +146,18 @@ def load_config(path: str | Path | None = None) -> DeploymentConfig:
 
 
 def _read_bounded(file: Path, where: str) -> bytes:
-    """At most MAX_BYTES from a regular file: checked with stat before opening (opening a FIFO blocks until a
-    writer comes), opened without blocking, checked again on the open file, then read with a bound."""
+    """At most MAX_BYTES from a regular file (config/bounded_file.py: no FIFO, device or directory)."""
     try:
-        if not stat.S_ISREG(file.stat().st_mode):
-            raise ConfigError([f"{where} is not a regular file (a device, pipe or directory); pass a YAML file"])
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as stream:
-            info = os.fstat(stream.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise ConfigError([f"{where} is not a regular file (a device, pipe or directory); pass a YAML file"])
-            if info.st_size > MAX_BYTES:
-                raise ConfigError(
-                    [
-                        f"{where} is {info.st_size} bytes; a config is at most {MAX_BYTES}, check you chose the right file"
-                    ]
-                )
-            raw = stream.read(MAX_BYTES + 1)
-    except OSError as err:
-        raise ConfigError([f"{where} cannot be read ({err.strerror}); pass -c config=<path>"]) from None
-    if len(raw) > MAX_BYTES:  # the file grew after fstat
-        raise ConfigError([f"{where} is over {MAX_BYTES} bytes; a config is at most that, check the file"])
-    return raw
+        return bounded_file.read_bounded(
+            file,
+            where=where,
+            max_bytes=MAX_BYTES,
+            limit_name="a config",
+            expect="pass a YAML file",
+            unreadable_fix="pass -c config=<path>",
+        )
+    except bounded_file.UnreadableFile as err:
+        raise ConfigError([str(err)]) from None
 
 
 def _yaml_problem(err: yaml.YAMLError) -> str:

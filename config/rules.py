@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from config.catalogue import CLOUDFORMATION_TEMPLATE_BYTES, GP3_IOPS_PER_MIBPS, MAX_PROFILES
+from config.endpoint import ADMIN_PORT, GATE_PORT, METRICS_PORT
 from config.neuron_ami import ami_driver, driver_text
 from config.scaling import devices_available
 from serving_stacks import STACKS, stack_named
@@ -239,4 +240,13 @@ def endpoint_problems(config: DeploymentConfig) -> list[str]:
                 f"endpoint.spill_threshold.{name} is set but profile {name} does not speculate; spill applies to "
                 "speculative profiles only, remove it"
             )
+    own = {ADMIN_PORT: "admin", METRICS_PORT: "metrics"} | {
+        GATE_PORT + i: "spill gate" for i in range(len(config.profiles))
+    }
+    if e.port in own:
+        problems.append(
+            f"endpoint.port={e.port} is the router's own {own[e.port]} port (Envoy would refuse to bind it twice); "
+            f"use a port outside {ADMIN_PORT}-{METRICS_PORT} and {GATE_PORT}-{GATE_PORT + len(config.profiles) - 1}, "
+            "e.g. 8000"
+        )
     return problems

@@ -17,7 +17,8 @@ HPA_MAX_STABILIZATION_SECONDS = 3600
 class ScalingConfig(BaseModel):
     """Queue-depth autoscaling of every serving profile (one KEDA ScaledObject each)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict like every other section (config/schema.py _Strict): `enabled: 0`, `"0.5"` or `"15"` are refused
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     enabled: bool = Field(default=True, description="Render a ScaledObject per profile (false: fixed replicas).")
     waiting_per_replica: float = Field(
@@ -72,10 +73,16 @@ def devices_available(config: Any) -> int:
     return config.trn2_nodes.max_size * config.trn2_nodes.instance.devices
 
 
+def switched_on(config: Any) -> list[Any]:
+    """The profiles that run (replicas above 0): a profile switched off gets no ScaledObject and claims no devices."""
+    return [p for p in config.profiles if p.replicas > 0]
+
+
 def fair_share_replicas(config: Any, profile: Any) -> int:
-    """Replicas of `profile` that fit when every profile gets an equal share of the devices. CPU and memory requests
-    are in proportion to the devices claimed (charts/neuron_claim.node_share), so devices that fit leave room for them."""
-    return devices_available(config) // len(config.profiles) // profile.placement.devices
+    """Replicas of `profile` that fit when every switched-on profile gets an equal share of the devices. CPU and memory
+    requests are in proportion to the devices claimed (charts/neuron_claim.node_share), so devices that fit leave room
+    for them."""
+    return devices_available(config) // max(len(switched_on(config)), 1) // profile.placement.devices
 
 
 def max_replicas(config: Any, profile: Any) -> int:
@@ -117,7 +124,7 @@ def scaling_problems(config: Any) -> list[str]:
                 f"{config.trn2_nodes.max_size}); use at most {fair_share_replicas(config, p)} or add nodes"
             )
     if s.enabled:
-        for p in config.profiles:
+        for p in switched_on(config):
             if min_replicas(p) > max_replicas(config, p):
                 problems.append(
                     f"profiles ({p.name}): {min_replicas(p)} replica(s) x {p.placement.devices} devices exceed its "

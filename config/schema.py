@@ -19,14 +19,18 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StringConstraints,
+    ValidationError,
     field_validator,
     model_validator,
 )
 
+from config import bounded_file, crossover, pydantic_errors
 from config.catalogue import (
     DRA_DEVICE_GROUP_SIZES,
     IMAGE_TAG_PATTERN,
+    MAX_NUM_SEQS,
     NEURON_INSTANCES,
     PLACEHOLDER_ACCOUNT,
     PLACEHOLDER_ADMIN_ARN,
@@ -36,7 +40,7 @@ from config.catalogue import (
     NeuronInstance,
     smallest_vpc_prefix,
 )
-from config.endpoint import STICKY_HEADER
+from config.endpoint import ENVOY_THRESHOLD_MAX, STICKY_HEADER
 from config.kubernetes import DEFAULT_KUBERNETES_VERSION, DRA_MINIMUM_VERSION, SUPPORTED_KUBERNETES_VERSIONS
 from config.rules import endpoint_problems, model_problems, node_group_problems, placement_problems
 from config.scaling import ScalingConfig, scaling_problems
@@ -199,7 +203,7 @@ class ServingDefaults(_Strict):
     image: Image = Image()
     placement: Placement = Placement()
     max_model_len: int = Field(default=1024, ge=128, le=131072, description="Tokens of prompt + output.")
-    max_num_seqs: int = Field(default=4, ge=1, le=256, description="Concurrent sequences (batch size).")
+    max_num_seqs: int = Field(default=4, ge=1, le=MAX_NUM_SEQS, description="Concurrent sequences (batch size).")
     dtype: Literal["bfloat16", "float16"] = "bfloat16"
     replicas: int = Field(default=1, ge=0, le=64)
     port: int = Field(default=8000, ge=1024, le=65535)
@@ -474,7 +478,7 @@ class EndpointConfig(_Strict):
     )
     crossover_file: Annotated[str, StringConstraints(pattern=r"^[\w./-]+\.json$")] | None = Field(
         default=None,
-        description="The load sweep's crossover.json (docs/sweep.md), read at synth.",
+        description="The load sweep's crossover.json (docs/sweep.md), read and validated when the config loads.",
     )
     internal_load_balancer: bool = Field(
         default=False,
@@ -521,6 +525,7 @@ class DeploymentConfig(_Strict):
         "`Authorization: Bearer <key>` on /v1 requests and the benchmark Job sends it. Default: no key (the "
         "namespace's NetworkPolicy still admits only its own pods).",
     )
+    _crossover: crossover.CrossoverFile | None = PrivateAttr(default=None)  # endpoint.crossover_file, validated
 
     @model_validator(mode="before")
     @classmethod
@@ -619,7 +624,33 @@ class DeploymentConfig(_Strict):
             raise ValueError("\n".join(problems))
         return self
 
+    @model_validator(mode="after")
+    def _read_crossover_file(self) -> DeploymentConfig:
+        """endpoint.crossover_file is read and validated here, once, so a bad file stops the load with a sentence
+        and the endpoint chart reads no files."""
+        path = self.endpoint.crossover_file
+        if path is None:
+            return self
+        self._crossover = read_crossover_file(path)
+        problems = [
+            f"endpoint.crossover_file={path!r} gives {name} a spill threshold of {paying} in flight per replica x "
+            f"{max(p.replicas, 1)} replica(s), above the Envoy circuit-breaker limit of {ENVOY_THRESHOLD_MAX}; set "
+            f"endpoint.spill_threshold.{name} or remove crossover_file"
+            for name, paying in self._crossover.paying_per_replica().items()
+            for p in self.profiles
+            if p.name == name and paying * max(p.replicas, 1) > ENVOY_THRESHOLD_MAX
+        ]
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
     # --- derived values (read by stacks, charts, model_build, bench) ---------------------------
+
+    @property
+    def crossover_paying_per_replica(self) -> dict[str, int]:
+        """Per speculative profile, the load sweep's in-flight requests per replica up to which speculation paid
+        (config/crossover.py's rule); empty without endpoint.crossover_file."""
+        return {} if self._crossover is None else self._crossover.paying_per_replica()
 
     @cached_property
     def cluster_name(self) -> str:
@@ -679,6 +710,38 @@ class DeploymentConfig(_Strict):
     @property
     def admin_is_placeholder(self) -> bool:
         return f"::{PLACEHOLDER_ACCOUNT}:" in self.admin_principal_arn
+
+
+_CROSSOVER_FIX = (
+    "point it at a crossover.json `make bench-sweep` wrote (schema_version 1, docs/sweep.md), or remove crossover_file "
+    "(the thresholds then default to max_num_seqs)"
+)
+
+
+def read_crossover_file(path: str) -> crossover.CrossoverFile:
+    """The load sweep's crossover.json, read within config/bounded_file.py's bounds and validated by its one model;
+    any problem is a ValueError holding one sentence naming endpoint.crossover_file, the value and the fix."""
+    where = f"endpoint.crossover_file={path!r}"
+    try:
+        raw = bounded_file.read_bounded(
+            path,
+            where=where,
+            max_bytes=crossover.MAX_BYTES,
+            limit_name="a crossover.json",
+            expect=_CROSSOVER_FIX,
+            unreadable_fix=_CROSSOVER_FIX,
+        )
+        return crossover.parse(raw)
+    except bounded_file.UnreadableFile as err:
+        raise ValueError(str(err)) from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        problem = pydantic_errors.sentence(
+            first, fixes={}, default="{loc}={value}: {msg}", show=lambda v: repr(v)[:60], where="the top level"
+        )
+        raise ValueError(f"{where} is not the load sweep's crossover.json ({problem}); {_CROSSOVER_FIX}") from None
+    except ValueError as err:
+        raise ValueError(f"{where} is not the load sweep's crossover.json: {err}; {_CROSSOVER_FIX}") from None
 
 
 def _stack_prefix(name: str) -> str:

@@ -17,6 +17,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.results import folder_problem
 from charts.pod_security import VLLM_POD_LABELS
 from config import ConfigError, load_config
 from config.catalogue import NODE_ROLE_LABEL
@@ -128,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--publish", action="store_true", help="also send the numbers to CloudWatch")
     args = parser.parse_args(argv)
     now = datetime.now(UTC)
+    if problem := folder_problem(args.out):  # before any kubectl call: it used to fail after the whole collection
+        print(f"--out {str(args.out)!r} {problem}; choose another --out folder", file=sys.stderr)
+        return EXIT_USAGE
     try:
         config = load_config(args.config)
         starts = collect(config.namespace)

@@ -19,13 +19,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import re
 import shlex
 import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.__main__ import build_parser
+from bench.__main__ import parse_args
 from charts.bench_job import bench_run_argv, render_bench_job
 from config import DeploymentConfig, load_config
 from config.bucket_layout import results_key, sweep_key
@@ -49,12 +50,10 @@ def bench_args_problem(
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors):
-            parsed = build_parser().parse_args(
-                bench_run_argv(config, "bucket", "run", extra_args, lossless=lossless, sweep=sweep)
-            )
-            owned = build_parser().parse_args(fixed)
+            parsed = parse_args(bench_run_argv(config, "bucket", "run", extra_args, lossless=lossless, sweep=sweep))
+            owned = parse_args(fixed)
     except SystemExit:
-        reason = errors.getvalue().strip().splitlines()[-1].removeprefix("python -m bench: error: ")
+        reason = re.sub(r"^python -m bench( [\w-]+)?: error: ", "", errors.getvalue().strip().splitlines()[-1])
         return (
             f"BENCH_ARGS {shlex.join(extra_args)!r}: {reason}; see python -m bench {'sweep' if sweep else 'run'} --help"
         )
@@ -76,6 +75,7 @@ JOB_OWNED_FLAGS = {
     "--cloudwatch": "cloudwatch",
     "--lossless": "lossless",
     "--resume": "resume",
+    "--overwrite": "overwrite",
     "--report-dir": "report_dir",
     "--no-plots": "no_plots",
 }

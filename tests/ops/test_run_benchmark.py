@@ -44,3 +44,25 @@ def test_bench_args_are_refused_before_the_job_is_rendered_or_applied(
         captured = capsys.readouterr()
         assert "BENCH_ARGS" in captured.err and words in captured.err and "Traceback" not in captured.err
         assert captured.out == ""
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--concurrency", "abc"], "argument --concurrency: 'abc' is not a comma-separated list of whole numbers"),
+        (["--concurrency", "0"], "argument --concurrency: '0' holds 0; every value must be a finite number above 0"),
+        (["--rates", "nan"], "argument --rates: 'nan' holds nan; every value must be a finite number above 0"),
+        (["--cases", "nope"], "--cases nope not in the suite; use some of"),
+        (["--baseline", "nope"], "--baseline 'nope' is not one of the --endpoint names (baseline, speculative)"),
+        (["--max-num-seqs", "100000"], "argument --max-num-seqs: 100000 is above 256 (the largest batch"),
+        (["--overwrite"], "sets --overwrite, which the Job sets itself"),
+    ],
+)
+def test_sweep_args_that_would_fail_in_the_pod_are_refused_here(
+    extra: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make bench-sweep BENCH_ARGS=...` passed these to the Job, which failed after it was scheduled."""
+    assert main(["--account", "000000000000", "--sweep", "--", *extra]) == 2
+    captured = capsys.readouterr()
+    assert "BENCH_ARGS" in captured.err and words in captured.err and "Traceback" not in captured.err
+    assert captured.out == ""

@@ -1,0 +1,122 @@
+"""endpoint.crossover_file: read once, at config load, through config/crossover.py's one model; every bad file is one
+sentence naming the field, the value and the fix, before any construct is created (and within seconds: no hang)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config import ConfigError, parse_config
+from config.crossover import CrossoverFile
+from tests.conftest import default_config_dict
+
+FIX = "point it at a crossover.json `make bench-sweep` wrote"
+
+
+def crossover_data(*, last_paying: Any = 3, crossover: Any = 6) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "created_at": "2026-11-26T00:00:00Z",
+        "baseline": "baseline",
+        "speedup_floor": 1.05,
+        "max_num_seqs": 4,
+        "slo_ttft_p99_ms": 200.0,
+        "slo_tpot_p99_ms": 50.0,
+        "crossovers": [
+            {
+                "variant": "speculative",
+                "kind": "structured",
+                "load": "concurrency",
+                "crossover": crossover,
+                "speedup": None,
+                "last_paying": last_paying,
+                "last_paying_speedup": None,
+                "uncertain": False,
+                "grid": [1, 2, 4, 8],
+            }
+        ],
+    }
+
+
+def load_with(path: Path | str) -> list[str]:
+    data = default_config_dict()
+    data["endpoint"] = {"weights": {"baseline": 50, "speculative": 50}, "crossover_file": str(path)}
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    return err.value.problems
+
+
+def test_a_valid_file_is_read_at_load_and_gives_the_per_replica_threshold(tmp_path: Path) -> None:
+    path = tmp_path / "crossover.json"
+    path.write_text(CrossoverFile.model_validate(crossover_data()).model_dump_json())
+    data = default_config_dict()
+    data["endpoint"] = {"crossover_file": str(path)}
+    config = parse_config(data)
+    path.unlink()  # read once, at load: the renderer needs the file no more
+    assert config.crossover_paying_per_replica == {"speculative": 3}
+
+
+def test_a_missing_file_is_a_sentence(tmp_path: Path) -> None:
+    (problem,) = load_with(tmp_path / "nope.json")
+    assert "endpoint.crossover_file=" in problem and "nope.json" in problem and "No such file" in problem
+    assert FIX in problem
+
+
+def test_a_fifo_is_refused_without_opening_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "crossover.json"
+    os.mkfifo(fifo)
+    result: list[list[str]] = []
+    worker = threading.Thread(target=lambda: result.append(load_with(fifo)), daemon=True)
+    worker.start()
+    worker.join(timeout=5)
+    assert not worker.is_alive(), "reading a FIFO hung"
+    (problem,) = result[0]
+    assert "is not a regular file" in problem and FIX in problem
+
+
+def test_a_device_is_refused(tmp_path: Path) -> None:
+    link = tmp_path / "crossover.json"
+    link.symlink_to("/dev/zero")
+    (problem,) = load_with(link)
+    assert "is not a regular file" in problem
+
+
+def test_a_file_over_the_size_bound_is_refused_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "crossover.json"
+    with path.open("wb") as f:
+        f.truncate(64 * 1024 * 1024)  # sparse: size without content
+    (problem,) = load_with(path)
+    assert f"is {64 * 1024 * 1024} bytes; a crossover.json is at most" in problem
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nests deeper"),
+        (json.dumps(crossover_data()).replace('"crossover": 6', '"crossover": Infinity'), "Infinity"),
+        (json.dumps(crossover_data()).replace('"crossover": 6', '"crossover": NaN'), "NaN"),
+        (json.dumps(crossover_data()).replace('"crossover": 6', '"crossover": 1e400'), "finite number"),
+        (json.dumps(crossover_data(last_paying=-1)), "crossovers[0].last_paying=-1"),
+        (json.dumps({**crossover_data(), "schema_version": 2}), "schema_version=2"),
+        ("\xff\xfe", "not UTF-8"),
+        ("{", "is not JSON"),
+    ],
+)
+def test_malformed_contents_are_one_sentence(tmp_path: Path, text: str, phrase: str) -> None:
+    path = tmp_path / "crossover.json"
+    path.write_bytes(text.encode("latin-1") if text.startswith("\xff") else text.encode())
+    (problem,) = load_with(path)
+    assert problem.startswith(f"endpoint.crossover_file={str(path)!r}") and phrase in problem and FIX in problem
+
+
+def test_a_threshold_above_envoys_uint32_limit_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "crossover.json"
+    path.write_text(json.dumps(crossover_data(last_paying=2**32, crossover=2**33)))
+    (problem,) = load_with(path)
+    assert "spill threshold of 4294967296" in problem and "limit of 4294967295" in problem
+    assert "endpoint.spill_threshold.speculative" in problem
