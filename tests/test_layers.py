@@ -110,6 +110,7 @@ LEAVES = (
     "pydantic_errors",
     "speculation",
     "tags",
+    "versions",
 )
 
 
