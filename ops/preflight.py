@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from config import aws, load_config
-from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from config.neuron_ami import ami_driver, driver_text
 from config.schema import ConfigError, DeploymentConfig
 from config.versions import for_kubernetes
@@ -522,15 +522,19 @@ def main(argv: list[str] | None = None, *, stream: TextIO | None = None) -> int:
     except ConfigError as err:
         print(err, file=sys.stderr)
         return EXIT_USAGE
-    preflight = Preflight(
-        config,
-        clients(config.region, sys.stderr),
-        sts=aws.client("sts", config.region, stream=sys.stderr),
-        now=datetime.now(UTC),
-        offline=args.offline or os.environ.get("HF_HUB_OFFLINE") == "1",
-        hf_endpoint=args.hf_endpoint,
-    )
-    results = preflight.run(DEADLINE_S, started)
+    try:
+        preflight = Preflight(
+            config,
+            clients(config.region, sys.stderr),
+            sts=aws.client("sts", config.region, stream=sys.stderr),
+            now=datetime.now(UTC),
+            offline=args.offline or os.environ.get("HF_HUB_OFFLINE") == "1",
+            hf_endpoint=args.hf_endpoint,
+        )
+        results = preflight.run(DEADLINE_S, started)
+    except KeyboardInterrupt:
+        print("preflight: interrupted; nothing was changed, run make preflight again", file=sys.stderr)
+        return EXIT_INTERRUPTED
     for result in results:
         print(result.line(), file=out, flush=True)
     failed = [r for r in results if r.status == FAIL]
