@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from stacks.constructs.neuron_dra_driver import NEURON_CHART_REPOSITORY, NEURON_CHART_VERSION
+from config.versions import CHARTS, NEURON
 
 
 def _one(resources: dict) -> dict:
@@ -89,8 +89,8 @@ def test_capacity_block_variant_targets_the_reservation(variant_synth):
 def test_neuron_dra_chart_is_the_pinned_oci_chart_with_device_plugin_off(synth):
     charts = synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()
     (chart,) = [c["Properties"] for c in charts if c["Properties"]["Chart"] == "neuron-helm-chart"]
-    assert chart["Repository"] == NEURON_CHART_REPOSITORY == "oci://public.ecr.aws/neuron/neuron-helm-chart"
-    assert chart["Version"] == NEURON_CHART_VERSION
+    assert chart["Repository"] == CHARTS[NEURON].repository == "oci://public.ecr.aws/neuron/neuron-helm-chart"
+    assert chart["Version"] == CHARTS[NEURON].version
     assert chart["Namespace"] == "kube-system" and chart.get("CreateNamespace") is not True
     values = json.loads(chart["Values"])
     assert values["devicePlugin"] == {"enabled": False}
