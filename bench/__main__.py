@@ -218,6 +218,19 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument(
         "--max-duration", type=finite_number(above=0), default=900.0, help="no new request after this many s per run"
     )
+    sw.add_argument(
+        "--grid",
+        choices=["adaptive", "full"],
+        default="adaptive",
+        help="adaptive (default): coarse pass, bisection to the crossover, repeats only where the verdict is in "
+        "doubt (docs/sweep.md); full: every point --repeats times",
+    )
+    sw.add_argument(
+        "--budget-minutes",
+        type=finite_number(above=0),
+        help="adaptive: start no run that would take the sweep past this many minutes; the report says what is "
+        "left undecided",
+    )
     sw.add_argument("--out", default="bench-sweep.json", help="the sweep file, rewritten after every point")
     sw.add_argument("--report-dir", help="where report.md, crossover.json, peer/ and plots go (default: --out's stem)")
     sw.add_argument("--resume", action="store_true", help="keep the points already in --out, run the missing ones")
@@ -532,7 +545,16 @@ def _sweep(args: argparse.Namespace) -> int:
         repeats=repeats,
         requests_per_point=args.requests,
         max_num_seqs=max_num_seqs,
+        grid=args.grid,
+        budget_minutes=args.budget_minutes,
     )
+    if args.budget_minutes is not None and args.grid == "full":
+        print(
+            f"error: --budget-minutes {args.budget_minutes:g} caps the adaptive sweep; --grid full runs every point "
+            "(drop one of the two)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     out = Path(args.out)
     if problem := writable_problem(out):
         print(f"error: --out {str(out)!r} {problem}; choose another path", file=sys.stderr)
@@ -540,19 +562,37 @@ def _sweep(args: argparse.Namespace) -> int:
     previous = load_sweep(out) if args.resume and out.exists() else None
     options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
     try:
-        sweep = asyncio.run(
-            run_sweep(
-                endpoints,
-                cases,
-                settings,
-                options=options,
-                k_by_variant=_k_by_profile(cfg),
-                baseline=baseline,
-                hardware=_hardware(cfg),
-                resume=previous,
-                on_point=lambda partial: save_sweep(partial, out),
+        if settings.grid == "adaptive":
+            from bench.adaptive import run_adaptive_sweep
+
+            sweep = asyncio.run(
+                run_adaptive_sweep(
+                    endpoints,
+                    cases,
+                    settings,
+                    _sweep_policy(cfg)[0],
+                    options=options,
+                    k_by_variant=_k_by_profile(cfg),
+                    baseline=baseline,
+                    hardware=_hardware(cfg),
+                    resume=previous,
+                    on_point=lambda partial: save_sweep(partial, out),
+                )
             )
-        )
+        else:
+            sweep = asyncio.run(
+                run_sweep(
+                    endpoints,
+                    cases,
+                    settings,
+                    options=options,
+                    k_by_variant=_k_by_profile(cfg),
+                    baseline=baseline,
+                    hardware=_hardware(cfg),
+                    resume=previous,
+                    on_point=lambda partial: save_sweep(partial, out),
+                )
+            )
     except (ConnectionError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_FAILED

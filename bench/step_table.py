@@ -91,16 +91,22 @@ def acceptance_pattern(alpha: float, k: int, length: int = 100) -> tuple[int, ..
     """Chunk sizes (tokens per step) cycled by a speculative stand-in: a step accepts j of k drafts with the
     model's probability alpha^j (1 - alpha) (j < k) or alpha^k (j = k); each size gets its share of `length` by
     largest remainder (so the mean is E(alpha, k) = (1 - alpha^(k+1)) / (1 - alpha) to about k / length), then
-    the sizes are interleaved so long and short chunks mix."""
+    they are ordered so that every prefix has about that mean too: each request starts the cycle afresh, so a
+    short response must see the model's tokens per step, not a run of ones."""
     if not 0.0 <= alpha < 1.0 or k < 1:
         raise ValueError(f"alpha={alpha} must be in [0, 1) and k={k} >= 1")
     shares = [length * (alpha**j * (1 - alpha) if j < k else alpha**k) for j in range(k + 1)]
     counts = [int(s) for s in shares]
     for j in sorted(range(k + 1), key=lambda j: counts[j] - shares[j])[: length - sum(counts)]:
         counts[j] += 1
-    sizes = [j + 1 for j, n in enumerate(counts) for _ in range(n)]
-    stride = next(s for s in (7, 11, 13, 17, 19) if length % s)  # coprime with length: a permutation
-    return tuple(sizes[(i * stride) % length] for i in range(length))
+    mean = sum((j + 1) * n for j, n in enumerate(counts)) / length
+    pattern: list[int] = []
+    for i in range(length):  # greedy: the size left that keeps the running sum nearest (i + 1) x mean
+        target = (i + 1) * mean - sum(pattern)
+        j = min((j for j in range(k + 1) if counts[j]), key=lambda j: (abs(j + 1 - target), j))
+        counts[j] -= 1
+        pattern.append(j + 1)
+    return tuple(pattern)
 
 
 def tokens_per_step(alpha: float, k: int) -> float:

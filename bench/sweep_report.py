@@ -321,6 +321,45 @@ def _crossover_line(c: Crossover) -> str:
     )
 
 
+def adaptive_section(sweep: SweepResults) -> list[str]:
+    """How the adaptive sweep decided each load of the grid, what each cost, and what it left undecided."""
+    log = sweep.adaptive
+    assert log is not None
+    measured = [d for d in log.decisions if d.status != "skipped"]
+    requests = sum(d.requests for d in log.decisions)
+    device_minutes = [d.device_minutes for d in measured]
+    devices = f"{sum(x for x in device_minutes if x):.1f} device-minutes" if all(device_minutes) else "devices unknown"
+    budget = "no budget" if log.budget_minutes is None else f"budget {log.budget_minutes:g} min"
+    out = [
+        "## How each load was decided (adaptive sweep)",
+        "",
+        f"{len(measured)} of {len(log.decisions)} grid loads measured, {requests} requests, {log.minutes:.1f} min "
+        f"of runs ({devices}; {budget}"
+        + (", **exhausted**" if log.budget_exhausted else "")
+        + "). `--grid full` measures every load `repeats` times. `predicted`: the speedup the step-time model "
+        "fitted to the loads measured before it predicted (bench/adaptive.py).",
+        "",
+    ]
+    header = ["load", "decision", "runs", "requests", "minutes", "device-min", "predicted", "why"]
+    rows = [
+        [
+            d.point.label,
+            d.status,
+            str(d.repeats),
+            str(d.requests),
+            f"{d.minutes:.2f}",
+            _f(d.device_minutes),
+            ", ".join(f"{k} {v:.2f}x" for k, v in d.predicted.items()) or "-",
+            d.reason,
+        ]
+        for d in log.decisions
+    ]
+    out += [*table.markdown(header, rows), ""]
+    if log.undecided:
+        out += ["Left undecided:", "", *[f"- {u}" for u in log.undecided], ""]
+    return out
+
+
 def markdown(sweep: SweepResults, floor: float, slo: Slo, images: Sequence[str] = ()) -> str:
     s = sweep.settings
     stats = all_stats(sweep, slo)
@@ -344,6 +383,8 @@ def markdown(sweep: SweepResults, floor: float, slo: Slo, images: Sequence[str] 
     for (variant, load), b in sorted(best_goodput(stats).items()):
         out.append(f"- `{variant}` ({load} sweep): {b.goodput_rps:.2f} req/s within the SLO at {b.point.label}")
     out += ["", "## Every point", "", *table.markdown(*stats_rows(stats)), ""]
+    if sweep.adaptive is not None:
+        out += adaptive_section(sweep)
     out += ["## Speedup per prompt kind", ""]
     header = ["load", "variant", "kind", "x TPOT (median)", "range", "runs", "saturated"]
     rows = [
