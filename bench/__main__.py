@@ -183,6 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="recommend the smallest k whose predicted speedup is within this fraction of the best (default 0.02)",
     )
 
+    tune.add_argument(
+        "--baseline-tpot",
+        metavar="LOAD=MS,LOAD=MS",
+        help="predict the crossover from RESULTS (acceptance at concurrency 1) and the baseline's p50 TPOT (ms) at "
+        "two concurrencies, e.g. 1=45,4=52: is a sweep worth running?",
+    )
+    tune.add_argument("--max-num-seqs", type=whole_number(1), help="with --baseline-tpot: the grid's batch size")
+
     sw = sub.add_parser("sweep", help="load sweep: concurrency and Poisson rate grids, goodput, crossover, plots")
     sw.add_argument("--endpoint", action="append", required=True, metavar="NAME=URL", help="repeat per variant")
     sw.add_argument("--suite", default="default", help="`default` or a YAML/JSON file of test cases")
@@ -446,12 +454,39 @@ def _tune(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     results = load_results(args.results)
     cfg = _config(args.config) if any(v.num_speculative_tokens is None for v in results.variants) else None
+    if args.baseline_tpot:
+        return _predict_crossover(args, results, cfg if cfg is not None else _config(args.config))
     if args.check:
         from bench.tune import check_k_sweep, format_check
 
         print(format_check(check_k_sweep(results, _k_by_profile(cfg), args.cost_ratio), tolerance))
         return EXIT_OK
     print(format_tuning(fit_cases(results, _k_by_profile(cfg), args.cost_ratio), tolerance))
+    return EXIT_OK
+
+
+def _predict_crossover(args: argparse.Namespace, results: object, cfg: object | None) -> int:
+    from bench.sweep import concurrency_grid
+    from bench.tune import format_predictions, predict_crossovers
+
+    try:
+        pairs = [x.partition("=") for x in args.baseline_tpot.split(",") if x.strip()]
+        tpot = {float(load): float(ms) / 1000 for load, _, ms in pairs}
+    except ValueError:
+        tpot = {}
+    if len(tpot) < 2 or min(tpot) <= 0 or min(tpot.values()) <= 0:
+        print(
+            f"error: --baseline-tpot {args.baseline_tpot!r} needs the baseline's p50 TPOT at two concurrencies as "
+            "LOAD=MS pairs, e.g. 1=45,4=52",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    profiles = getattr(cfg, "profiles", [])
+    mns = args.max_num_seqs or (max(p.max_num_seqs for p in profiles) if profiles else 4)
+    floor = _sweep_policy(cfg)[0]
+    grid = [float(c) for c in concurrency_grid(mns) if c <= mns]
+    predictions = predict_crossovers(results, _k_by_profile(cfg), tpot, grid, floor, mns)  # type: ignore[arg-type]
+    print(format_predictions(predictions, floor))
     return EXIT_OK
 
 

@@ -131,7 +131,9 @@ def test_end_to_end_on_loopback_stand_ins_stepping_at_the_h100_curves(tmp_path: 
     )
     with loopback_server(base, 300) as b, loopback_server(spec, 300) as s:
         endpoints = [Endpoint("baseline", b), Endpoint("speculative", s)]
-        sweep = asyncio.run(run_adaptive_sweep(endpoints, [case], settings, FLOOR, log=lambda _: None))
+        sweep = asyncio.run(
+            run_adaptive_sweep(endpoints, [case], settings, FLOOR, k_by_variant={"speculative": 5}, log=lambda _: None)
+        )
         capped = settings.model_copy(update={"budget_minutes": 0.001})  # 60 ms: one run, then no more
         stopped = asyncio.run(run_adaptive_sweep(endpoints, [case], capped, FLOOR, log=lambda _: None))
     assert stopped.adaptive is not None and stopped.adaptive.budget_exhausted
@@ -148,6 +150,7 @@ def test_end_to_end_on_loopback_stand_ins_stepping_at_the_h100_curves(tmp_path: 
     write_sweep_report(sweep, tmp_path, FLOOR, Slo(0.2, 0.05), plots=False)
     report = (tmp_path / "report.md").read_text()
     assert "## How each load was decided (adaptive sweep)" in report and "coarse pass" in report
+    assert "## Predicted before paying vs measured" in report  # bench tune's model from c=1 and two loads
     assert CrossoverFile.model_validate_json((tmp_path / "crossover.json").read_text()).schema_version == 1
 
 
