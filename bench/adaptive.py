@@ -194,6 +194,9 @@ class Planner:
         neighbouring, settled loads (or speculation paid up to the top of the grid)."""
         if not self.measured:
             return Action(self.candidates[0], 0, "coarse pass: the lowest load")
+        if not self.series():  # no speculative variant measured (or none with a TPOT): nothing to bisect
+            rest = [v for v in self.candidates if v not in self.measured]
+            return Action(rest[0], 0, "no speedup to bisect on: every load once") if rest else None
         needs = [a for s in self.series() if (a := self._need(s)) is not None]
         return min(needs, key=lambda a: (a.value, a.repeat)) if needs else None
 

@@ -154,6 +154,13 @@ def test_end_to_end_on_loopback_stand_ins_stepping_at_the_h100_curves(tmp_path: 
     assert CrossoverFile.model_validate_json((tmp_path / "crossover.json").read_text()).schema_version == 1
 
 
+def test_without_a_speculative_variant_every_load_runs_once():
+    planner = Planner([1.0, 2.0, 4.0], FLOOR, max_repeats=3)
+    while (action := planner.next()) is not None:
+        planner.record(action, Measurement({}, requests=4, seconds=1.0))
+    assert {v: len(ms) for v, ms in planner.measured.items()} == {1.0: 1, 2.0: 1, 4.0: 1}
+
+
 def test_a_budget_stops_before_the_run_that_would_pass_it_and_says_what_is_undecided():
     planner = Planner(list(CURVE), FLOOR, max_repeats=3)
     planner.record(Action(1.0, 0, "coarse pass: the lowest load"), Measurement({S: _obs(1.9)}, 10, 60.0))
