@@ -180,3 +180,27 @@ def test_budget_minutes_with_the_full_grid_is_refused_before_any_request(
                  "--budget-minutes", "30", "--out", str(tmp_path / "s.json")])  # fmt: skip
     assert code == 2
     assert "--budget-minutes 30 caps the adaptive sweep; --grid full runs every point" in capsys.readouterr().err
+
+
+@pytest.mark.timing
+def test_bench_sweep_is_adaptive_by_default_and_its_budget_leaves_the_rest_undecided(
+    serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """The CLI on two linear stand-ins (tests/bench/test_sweep.py's): a budget of 0.001 min runs the lowest load
+    only, and the sweep file and report say what is left."""
+    from bench.__main__ import main
+    from bench.sweep import load_sweep
+    from tests.bench.test_sweep import BASE, SPEC
+
+    out = tmp_path / "sweep.json"
+    code = main([
+        "sweep", "--endpoint", f"baseline={serve(BASE)}", "--endpoint", f"speculative={serve(SPEC)}",
+        "--cases", "counting", "--concurrency", "1,2,4", "--rates", "none", "--requests", "4", "--max-tokens", "16",
+        "--max-num-seqs", "4", "--budget-minutes", "0.001", "--no-plots", "--out", str(out),
+    ])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    sweep = load_sweep(out)
+    assert sweep.settings.grid == "adaptive" and sweep.adaptive is not None and sweep.adaptive.budget_exhausted
+    assert [p.point.value for p in sweep.points] == [1.0]
+    report = (tmp_path / "sweep" / "report.md").read_text()
+    assert "**exhausted**" in report and "Left undecided:" in report
