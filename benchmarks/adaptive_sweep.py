@@ -3,6 +3,7 @@ adaptive sweep's, their `uncertain` flags, and the ratio of requests; then the t
 with the default config, full grid against adaptive.
 
     .venv/bin/python benchmarks/adaptive_sweep.py [--seeds 3] [--tokens 256] [--max-num-seqs 256]
+        [--drift 0.01] [--jitter 0.03]
 
 Part 1 simulates the measurements (bench/sweep_sim.py) from tests/bench/fixtures/step-times-h100-qwen3-32b.json:
 per-request TPOTs from the step time at the batch, the acceptance model and timing noise, seeded per (load,
@@ -38,10 +39,13 @@ REQUESTS = 32
 CASES, VARIANTS, REPEATS = 2, 2, 3
 
 
-def part1(seeds: int, tokens: int, mns: int) -> None:
+def part1(seeds: int, tokens: int, mns: int, drift: float, jitter: float) -> None:
     table = StepTable.load(TABLE)
     grid = [float(c) for c in concurrency_grid(mns)]
-    print(f"H100 curves, max_num_seqs {mns}, {tokens} tokens, grid {[int(g) for g in grid]}, 3 repeats")
+    print(
+        f"H100 curves, max_num_seqs {mns}, {tokens} tokens, grid {[int(g) for g in grid]}, 3 repeats, "
+        f"run drift {drift:.1%}, request jitter {jitter:.1%}"
+    )
     print(
         f"{'pair':10} {'seed':>4} {'full':>6} {'adaptive':>8} {'uncertain f/a':>14} {'requests f/a':>16} {'ratio':>7}"
     )
@@ -49,7 +53,9 @@ def part1(seeds: int, tokens: int, mns: int) -> None:
     for k in (3, 5, 7):
         for alpha in (0.6, 0.7, 0.8):
             for seed in range(seeds):
-                pair = SimulatedPair(table.curve(0), table.curve(k), k, alpha, mns, tokens=tokens, seed=seed)
+                pair = SimulatedPair(
+                    table.curve(0), table.curve(k), k, alpha, mns, tokens=tokens, jitter=jitter, drift=drift, seed=seed
+                )
                 full = full_grid(pair, grid, REPEATS)
                 found, _ = adaptive(pair, grid, REPEATS, FLOOR)
                 ratio = found.requests / full.requests
@@ -112,8 +118,10 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=3, help="simulated sweeps per (k, alpha)")
     p.add_argument("--tokens", type=int, default=256, help="output tokens per request")
     p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--drift", type=float, default=0.01, help="per-repeat drift of each service (one sigma)")
+    p.add_argument("--jitter", type=float, default=0.03, help="per-request timing noise (one sigma)")
     a = p.parse_args()
-    part1(a.seeds, a.tokens, a.max_num_seqs)
+    part1(a.seeds, a.tokens, a.max_num_seqs, a.drift, a.jitter)
     part2()
 
 
