@@ -1,6 +1,6 @@
 """Queue-depth autoscaling of the vLLM services: one KEDA ScaledObject per profile, the TriggerAuthentication that
-lets KEDA query the managed Prometheus workspace, and what the managed scraper needs inside the cluster (RBAC for its
-user, a NetworkPolicy that admits it to the vLLM port).
+lets KEDA query the managed Prometheus workspace, and what the managed scraper needs inside the cluster (its network
+path to the vLLM pods; AMP grants its Kubernetes access itself).
 
 Each ScaledObject makes KEDA run an HPA (autoscaling/v2) on the profile's Deployment with the metric
 sum(vllm:num_requests_waiting) as an AverageValue target, i.e. requests waiting per replica. Its numbers come from
@@ -24,11 +24,6 @@ KEDA_API_VERSION = "keda.sh/v1alpha1"
 TRIGGER_AUTHENTICATION = "keda-managed-prometheus"
 WAITING_TRIGGER = "requests-waiting"
 RUNNING_TRIGGER = "requests-running"
-# The Kubernetes user the managed scraper's EKS access entry maps to (AMP user guide, "Configuring your Amazon EKS
-# cluster": the RBAC binds `aps-collector-user`).
-SCRAPER_USER = "aps-collector-user"
-SCRAPER_NAME = "trn-specdec-metrics-scraper"
-SCHEDULER_METRICS_RESOURCE = "ksh/metrics"  # metrics.eks.amazonaws.com: the kube-scheduler's metrics endpoint
 
 
 def selector(namespace: str, profile: str) -> str:
@@ -134,44 +129,19 @@ class AutoscalingChart(cdk8s.Chart):
 
 
 class ScraperAccess(Construct):
-    """Least privilege for the managed scraper's user: watch pods in the serving namespace, endpoints of the API
-    server's Service in `default`, and read the scheduler's metrics; admitted to the vLLM port from the VPC."""
+    """What the managed scraper needs inside the cluster: only the network path to the pods it scrapes.
+
+    No RBAC: the cluster authenticates with access entries (authentication mode API, stacks/cluster_stack.py), and
+    for that mode AMP creates the scraper's access entry and its access policy itself when the scraper is created
+    (AMP user guide, "Configuring your Amazon EKS cluster":
+    https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html). That policy is AMP's, not ours
+    and not least privilege: get/list/watch on nodes, pods, services, endpoints, ingresses and configmaps in every
+    namespace, /metrics, and the control plane's kcm/ksh metrics. The ClusterRole bound to `aps-collector-user` that
+    the guide gives is for clusters that map principals with the `aws-auth` ConfigMap; in API mode nothing maps the
+    scraper to that user, so such RBAC would grant nothing."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig) -> None:
         super().__init__(scope, construct_id)
-        subject = [k8s.Subject(kind="User", name=SCRAPER_USER, api_group="rbac.authorization.k8s.io")]
-        watch = ["get", "list", "watch"]
-        for ns, resources in ((config.namespace, ["pods"]), ("default", ["endpoints", "services", "pods"])):
-            role = k8s.KubeRole(
-                self,
-                f"Role-{ns}",
-                metadata=k8s.ObjectMeta(name=SCRAPER_NAME, namespace=ns),
-                rules=[k8s.PolicyRule(api_groups=[""], resources=resources, verbs=watch)],
-            )
-            k8s.KubeRoleBinding(
-                self,
-                f"RoleBinding-{ns}",
-                metadata=k8s.ObjectMeta(name=SCRAPER_NAME, namespace=ns),
-                role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role.name),
-                subjects=subject,
-            )
-        cluster_role = k8s.KubeClusterRole(
-            self,
-            "ClusterRole",
-            metadata=k8s.ObjectMeta(name=SCRAPER_NAME),
-            rules=[
-                k8s.PolicyRule(
-                    api_groups=["metrics.eks.amazonaws.com"], resources=[SCHEDULER_METRICS_RESOURCE], verbs=["get"]
-                )
-            ],
-        )
-        k8s.KubeClusterRoleBinding(
-            self,
-            "ClusterRoleBinding",
-            metadata=k8s.ObjectMeta(name=SCRAPER_NAME),
-            role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=cluster_role.name),
-            subjects=subject,
-        )
         # The scraper's network interfaces live in the VPC's private subnets, not in a pod: the namespace's
         # default-deny policy (charts/pod_security.py) would drop its scrapes. vLLM serves /metrics on its API port.
         ports = sorted({p.port for p in config.profiles})
