@@ -99,6 +99,14 @@ def scaled_object(config: DeploymentConfig, profile: ServingProfile, query_url: 
     }
 
 
+def scaled_object_name(config: DeploymentConfig, profile: ServingProfile) -> str | None:
+    """The name of the profile's ScaledObject, or None when none is rendered (scaling off, or the profile switched
+    off with replicas 0). ops/out_of_service.py asks this to know who owns the profile's replica count."""
+    if not config.scaling.enabled or profile.replicas == 0:
+        return None
+    return profile.name
+
+
 def keda_object(scope: Construct, kind: str, *, name: str, namespace: str) -> cdk8s.ApiObject:
     """A KEDA custom resource (no typed bindings; its schema is checked in tests against the pinned CRDs)."""
     return cdk8s.ApiObject(
@@ -121,9 +129,10 @@ class AutoscalingChart(cdk8s.Chart):
             cdk8s.JsonPatch.add("/spec", {"podIdentity": {"provider": "aws", "identityOwner": "keda"}})
         )
         for profile in config.profiles:
-            if profile.replicas == 0:
+            name = scaled_object_name(config, profile)
+            if name is None:
                 continue  # switched off in the config: nothing to scale
-            keda_object(self, "ScaledObject", name=profile.name, namespace=ns).add_json_patch(
+            keda_object(self, "ScaledObject", name=name, namespace=ns).add_json_patch(
                 cdk8s.JsonPatch.add("/spec", scaled_object(config, profile, query_url))
             )
 
