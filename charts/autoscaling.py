@@ -15,6 +15,7 @@ import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
+from charts.metrics_proxy import METRICS_PORT as METRICS_PROXY_PORT
 from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, PROFILE_LABEL, REQUESTS_RUNNING, REQUESTS_WAITING
 from config.scaling import max_replicas, min_replicas, running_threshold, waiting_threshold
@@ -152,8 +153,8 @@ class ScraperAccess(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig) -> None:
         super().__init__(scope, construct_id)
         # The scraper's network interfaces live in the VPC's private subnets, not in a pod: the namespace's
-        # default-deny policy (charts/pod_security.py) would drop its scrapes. vLLM serves /metrics on its API port.
-        ports = sorted({p.port for p in config.profiles})
+        # default-deny policy (charts/pod_security.py) would drop its scrapes. It is admitted from the VPC to the
+        # metrics-only sidecar's port, never to vLLM's own port, which serves the unauthenticated /v1 API too.
         k8s.KubeNetworkPolicy(
             self,
             "NetworkPolicy",
@@ -165,7 +166,7 @@ class ScraperAccess(Construct):
                     k8s.NetworkPolicyIngressRule(
                         from_=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=config.network.vpc_cidr))],
                         ports=[
-                            k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(p), protocol="TCP") for p in ports
+                            k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(METRICS_PROXY_PORT), protocol="TCP")
                         ],
                     )
                 ],

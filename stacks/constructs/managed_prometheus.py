@@ -16,6 +16,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from charts.metrics_proxy import METRICS_PORT_NAME as METRICS_PROXY_PORT_NAME
 from config.labels import PROFILE as PROFILE_POD_LABEL
 from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, POD_LABEL, PROFILE_LABEL, SCRAPE_JOB, VLLM_METRIC_PREFIXES
@@ -113,7 +114,8 @@ def serving_scrape_jobs(config: DeploymentConfig) -> list[dict[str, Any]]:
                 pod_labels=VLLM_POD_LABELS,
                 profiles=profiles,
                 metrics_path=stack.METRICS_PATH,
-                port_name=stack.METRICS_PORT_NAME,
+                # vLLM's port also serves the unauthenticated API: the scraper reads the pod's metrics-only sidecar.
+                port_name=METRICS_PROXY_PORT_NAME,
             )
         )
     return [*jobs, scheduler_scrape_job()]

@@ -33,8 +33,7 @@ def meta_labels(pod: dict[str, Any], namespace: str, port_name: str) -> dict[str
         for k, v in pod["metadata"]["labels"].items()
     }
     labels["__meta_kubernetes_namespace"] = namespace
-    ports = [p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])]
-    labels["__meta_kubernetes_pod_container_port_name"] = port_name if port_name in ports else ""
+    labels["__meta_kubernetes_pod_container_port_name"] = port_name
     return labels
 
 
@@ -47,7 +46,9 @@ def kept(job: dict[str, Any], labels: dict[str, str]) -> bool:
     return True
 
 
-def test_the_scraper_scrapes_every_rendered_vllm_pod_where_its_stack_serves_metrics(synth, plugin_synth):
+def test_the_scraper_scrapes_every_rendered_vllm_pod_through_its_metrics_sidecar(synth, plugin_synth):
+    """Role pod discovery makes one target per declared container port: exactly one target per vLLM pod is kept, the
+    metrics-only sidecar's (vLLM's own port also serves the /v1 API, charts/metrics_proxy.py), on the stack's path."""
     for s in (synth, plugin_synth):
         config = s.config
         jobs = [j for j in scrape_config(s)["scrape_configs"] if j["job_name"].startswith("vllm")]
@@ -61,10 +62,14 @@ def test_the_scraper_scrapes_every_rendered_vllm_pod_where_its_stack_serves_metr
         for d in deployments:
             stack = stack_named(config.profile(d["metadata"]["name"]).image.stack)
             pod = d["spec"]["template"]
-            scraping = [
-                j for j in jobs if kept(j, meta_labels(pod, d["metadata"]["namespace"], stack.METRICS_PORT_NAME))
+            targets = [
+                (c["name"], j["metrics_path"])
+                for c in pod["spec"]["containers"]
+                for port in c.get("ports", [])
+                for j in jobs
+                if kept(j, meta_labels(pod, d["metadata"]["namespace"], port["name"]))
             ]
-            assert [j["metrics_path"] for j in scraping] == [stack.METRICS_PATH], d["metadata"]["name"]
+            assert targets == [("metrics-proxy", stack.METRICS_PATH)], d["metadata"]["name"]
 
 
 def test_the_scraper_keeps_only_vllm_series_and_the_schedulers_pending_pods(synth):
