@@ -36,6 +36,8 @@ from config.labels import workload_labels
 from config.schema import DeploymentConfig
 from config.versions import BENCH, IMAGES
 
+BENCH_LABELS = workload_labels("bench")  # the NetworkPolicy admits these pods to vLLM (charts/pod_security.py)
+
 BENCH_SERVICE_ACCOUNT = "bench"
 BENCH_REQUIREMENTS_CONFIG_MAP = "trn-specdec-bench-requirements"
 REQUIREMENTS_PATH = "/etc/trn-specdec-requirements"
@@ -183,7 +185,7 @@ class BenchmarkJob(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = f"bench-{run_id}"
-        labels = workload_labels("bench")
+        labels = BENCH_LABELS
         self.job = k8s.KubeJob(
             self,
             "Job",

@@ -284,3 +284,13 @@ def test_a_capacity_block_deployment_forwards_ec2s_expiration_warning_for_its_re
     (target,) = props["Targets"]
     assert target["Arn"] == variant_synth.config.observability.alarm_topic_arn
     assert "<detail-capacity-reservation-id> ends at <detail-end-date>" in json.dumps(target["InputTransformer"])
+
+
+def test_the_cluster_authenticates_with_access_entries_so_amp_grants_the_scraper_itself(synth, variant_synth):
+    """AMP user guide, "Configuring your Amazon EKS cluster" (AMP-collector-how-to.html): with authentication mode API
+    or API_AND_CONFIG_MAP, creating a scraper creates its access entry and access policy; the aws-auth recipe
+    (ClusterRole bound to `aps-collector-user`) is for ConfigMap clusters. So we render no RBAC for that user."""
+    for s in (synth, variant_synth):
+        cluster = _one(s.resources("Cluster", "AWS::EKS::Cluster"))
+        assert cluster["AccessConfig"]["AuthenticationMode"] in ("API", "API_AND_CONFIG_MAP")
+        assert "aps-collector" not in json.dumps(s.templates)
