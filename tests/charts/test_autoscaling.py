@@ -194,7 +194,7 @@ def test_every_query_parses_as_promql_and_reads_only_scraped_series(plugin_confi
     scaled = of_kind(render_autoscaling(plugin_config, QUERY_URL), "ScaledObject").values()
     queries = [t["metadata"]["query"] for o in scaled for t in o["spec"]["triggers"]]
     queries += [r["expr"] for g in alert_rules(plugin_config)["groups"] for r in g["rules"]]
-    assert len(queries) == 2 * 2 + 1 + 2
+    assert len(queries) == 2 * 2 + 1 + 2 * 2  # triggers; pending; per profile: saturated, no Ready replica
     for query in queries:
         for sel in selectors(promql, promql.parse(query)):
             labels = {m.name: m.value for m in sel.matchers.matchers}
