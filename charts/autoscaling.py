@@ -17,13 +17,14 @@ from constructs import Construct
 
 from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, PROFILE_LABEL, REQUESTS_RUNNING, REQUESTS_WAITING
-from config.scaling import max_replicas, min_replicas, running_threshold, waiting_threshold
+from config.scaling import WarmWindow, max_replicas, min_replicas, running_threshold, waiting_threshold
 from config.schema import DeploymentConfig, ServingProfile
 
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 TRIGGER_AUTHENTICATION = "keda-managed-prometheus"
 WAITING_TRIGGER = "requests-waiting"
 RUNNING_TRIGGER = "requests-running"
+WARM_TRIGGER = "warm"
 # The Kubernetes user the managed scraper's EKS access entry maps to (AMP user guide, "Configuring your Amazon EKS
 # cluster": the RBAC binds `aps-collector-user`).
 SCRAPER_USER = "aps-collector-user"
@@ -100,7 +101,23 @@ def scaled_object(config: DeploymentConfig, profile: ServingProfile, query_url: 
                 config, WAITING_TRIGGER, waiting_query(ns, profile.name), waiting_threshold(s, profile), query_url
             ),
             _trigger(config, RUNNING_TRIGGER, running_query(ns, profile.name), running_threshold(profile), query_url),
+            *(warm_trigger(i, w) for i, w in enumerate(s.warm_schedule)),
         ],
+    }
+
+
+def warm_trigger(index: int, window: WarmWindow) -> dict[str, Any]:
+    """KEDA's cron scaler (metadata timezone, start, end, desiredReplicas): the HPA takes the largest proposal, so
+    the profile runs at least `replicas` while the window is open and the queue triggers still add more."""
+    return {
+        "type": "cron",
+        "name": f"{WARM_TRIGGER}-{index}",
+        "metadata": {
+            "timezone": window.timezone,
+            "start": window.start,
+            "end": window.end,
+            "desiredReplicas": str(window.replicas),
+        },
     }
 
 

@@ -65,3 +65,27 @@ def test_fixed_replicas_above_a_profiles_fair_share_are_refused_while_scaling():
     assert "profiles (baseline): 5 replica(s) x 4 devices" in problem and "scaling.enabled: false" in problem
     data["scaling"] = {"enabled": False}
     assert parse_config(data).profiles[0].replicas == 5
+
+
+WARM = {"timezone": "Europe/Berlin", "start": "30 7 * * 1-5", "end": "0 19 * * 1-5", "replicas": 2}
+
+
+def test_a_warm_window_within_the_ceiling_is_kept():
+    data = default_config_dict()
+    data["scaling"]["warm_schedule"] = [WARM]
+    (window,) = parse_config(data).scaling.warm_schedule
+    assert (window.timezone, window.replicas) == ("Europe/Berlin", 2)
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"timezone": "Mars/Olympus"}, "scaling.warm_schedule[0].timezone='Mars/Olympus' is not an IANA time zone"),
+        ({"start": "0 30 7 * * 1-5"}, "scaling.warm_schedule[0].start='0 30 7 * * 1-5' is not a 5-field cron"),
+        ({"end": "at 19:00"}, "scaling.warm_schedule[0].end='at 19:00' is not a 5-field cron"),
+        ({"replicas": 3}, "scaling.warm_schedule[0].replicas=3 is above the 2 replica(s) profile baseline"),
+    ],
+)
+def test_a_bad_warm_window_is_refused_before_synth(change, fragment):
+    text = "\n".join(problems_for(lambda d: d["scaling"].update(warm_schedule=[{**WARM, **change}])))
+    assert fragment in text, text
