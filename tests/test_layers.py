@@ -106,6 +106,7 @@ LEAVES = (
     "kubernetes",
     "labels",
     "metrics",
+    "node_scaling",
     "prompt_suite",
     "pydantic_errors",
     "speculation",
