@@ -18,13 +18,14 @@ from constructs import Construct
 from charts.metrics_proxy import METRICS_PORT as METRICS_PROXY_PORT
 from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, PROFILE_LABEL, REQUESTS_RUNNING, REQUESTS_WAITING
-from config.scaling import max_replicas, min_replicas, running_threshold, waiting_threshold
+from config.scaling import WarmWindow, max_replicas, min_replicas, running_threshold, waiting_threshold
 from config.schema import DeploymentConfig, ServingProfile
 
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 TRIGGER_AUTHENTICATION = "keda-managed-prometheus"
 WAITING_TRIGGER = "requests-waiting"
 RUNNING_TRIGGER = "requests-running"
+WARM_TRIGGER = "warm"
 
 
 def selector(namespace: str, profile: str) -> str:
@@ -96,6 +97,7 @@ def scaled_object(config: DeploymentConfig, profile: ServingProfile, query_url: 
                 config, WAITING_TRIGGER, waiting_query(ns, profile.name), waiting_threshold(s, profile), query_url
             ),
             _trigger(config, RUNNING_TRIGGER, running_query(ns, profile.name), running_threshold(profile), query_url),
+            *(warm_trigger(i, w) for i, w in enumerate(s.warm_schedule)),
         ],
     }
 
@@ -106,6 +108,21 @@ def scaled_object_name(config: DeploymentConfig, profile: ServingProfile) -> str
     if not config.scaling.enabled or profile.replicas == 0:
         return None
     return profile.name
+
+
+def warm_trigger(index: int, window: WarmWindow) -> dict[str, Any]:
+    """KEDA's cron scaler (metadata timezone, start, end, desiredReplicas): the HPA takes the largest proposal, so
+    the profile runs at least `replicas` while the window is open and the queue triggers still add more."""
+    return {
+        "type": "cron",
+        "name": f"{WARM_TRIGGER}-{index}",
+        "metadata": {
+            "timezone": window.timezone,
+            "start": window.start,
+            "end": window.end,
+            "desiredReplicas": str(window.replicas),
+        },
+    }
 
 
 def keda_object(scope: Construct, kind: str, *, name: str, namespace: str) -> cdk8s.ApiObject:

@@ -14,6 +14,7 @@ from charts.vllm_args import vllm_args, vllm_env
 from config import labels as k8s_labels
 from config.api_key import API_KEY_ENV, API_KEY_SECRET_KEY
 from config.bucket_layout import MOUNT_PATH
+from config.node_scaling import SAFE_TO_EVICT_ANNOTATION
 from config.schema import DeploymentConfig, ServingProfile
 from model_build.artifact_plan import artifact_base
 from model_build.digest import profile_digest
@@ -98,7 +99,13 @@ class VllmService(Construct):
                 strategy=k8s.DeploymentStrategy(type="Recreate"),
                 selector=k8s.LabelSelector(match_labels=selector(profile)),
                 template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=self.labels, annotations={k8s_labels.ARTIFACT_DIGEST: digest}),
+                    # Never evicted by the Cluster Autoscaler to consolidate nodes: moving a replica costs a whole
+                    # time-to-Ready; KEDA removes replicas and the autoscaler then removes the empty node
+                    # (config/node_scaling.py).
+                    metadata=k8s.ObjectMeta(
+                        labels=self.labels,
+                        annotations={k8s_labels.ARTIFACT_DIGEST: digest, SAFE_TO_EVICT_ANNOTATION: "false"},
+                    ),
                     spec=k8s.PodSpec(
                         service_account_name=service_account_name(profile),
                         **trn2_placement(self.claim_template.name),

@@ -128,6 +128,7 @@ def node_group_problems(config: DeploymentConfig) -> list[str]:
                 f"{group}: min_size={ng.min_size} <= desired_size={ng.desired_size} <= max_size={ng.max_size} "
                 "does not hold; order them"
             )
+    problems += node_autoscaling_problems(config)
     if t.capacity_type == "CAPACITY_BLOCK":
         if not t.capacity_reservation_id:
             problems.append(
@@ -180,6 +181,38 @@ def node_group_problems(config: DeploymentConfig) -> list[str]:
         problems.append(
             f"observability.alarm_topic_arn={topic!r} is in region {topic.split(':')[3]}, but alarms can only notify "
             f"a topic in their own region {config.region}; create the topic in {config.region} or set it to null"
+        )
+    return problems
+
+
+def node_autoscaling_problems(config: DeploymentConfig) -> list[str]:
+    """The trn2 group's floor and ceiling as the Cluster Autoscaler needs them (docs/elastic-capacity.md)."""
+    problems: list[str] = []
+    t = config.trn2_nodes
+    if t.min_size < 1:
+        problems.append(
+            f"trn2_nodes.min_size={t.min_size}: the Cluster Autoscaler cannot grow a node group from zero nodes for "
+            "pods that claim devices through DRA on AWS (it predicts a new node's devices from a running node of "
+            "the same group and the AWS provider supplies none: kubernetes/autoscaler "
+            "cluster-autoscaler/docs/dra_support.md, Configuration); set min_size: 1"
+        )
+    if t.capacity_type == "CAPACITY_BLOCK":
+        block = t.capacity_block_instances
+        if block is None and t.max_size > t.min_size:
+            problems.append(
+                f"trn2_nodes.max_size={t.max_size} lets the Capacity Block node group grow above min_size="
+                f"{t.min_size}, but trn2_nodes.capacity_block_instances is not set, so the ceiling cannot be checked "
+                "against the reservation; set capacity_block_instances to the instance count of the block (EC2 console)"
+            )
+        elif block is not None and t.max_size > block:
+            problems.append(
+                f"trn2_nodes.max_size={t.max_size} is above the Capacity Block size capacity_block_instances={block}: "
+                f"the node group cannot grow past its reservation; set max_size: {block}"
+            )
+    elif t.capacity_block_instances is not None:
+        problems.append(
+            f"trn2_nodes.capacity_block_instances={t.capacity_block_instances} is set but capacity_type is "
+            f"{t.capacity_type}; set capacity_type: CAPACITY_BLOCK or remove capacity_block_instances"
         )
     return problems
 

@@ -6,12 +6,29 @@ HPA limits: autoscaling/v2 HPAScalingPolicy periodSeconds 1..1800, stabilization
 from __future__ import annotations
 
 import math
+import re
+import zoneinfo
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+CRON_FIELDS = 5
+CRON_FIELD = re.compile(r"[0-9A-Za-z*/,?-]+")
 HPA_MAX_POLICY_PERIOD_SECONDS = 1800
 HPA_MAX_STABILIZATION_SECONDS = 3600
+
+
+class WarmWindow(BaseModel):
+    """Hours with more replicas, through KEDA's cron trigger on the same ScaledObject: during the window every
+    profile runs at least `replicas` (the HPA takes the largest proposal), so the nodes and replicas are Ready before
+    a known peak instead of a time-to-Ready after it (docs/elastic-capacity.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timezone: str = Field(description="IANA time zone the cron expressions are read in, e.g. Europe/Berlin.")
+    start: str = Field(description="5-field cron expression (minute hour day month weekday) opening the window.")
+    end: str = Field(description="5-field cron expression closing the window.")
+    replicas: int = Field(ge=1, le=64, description="Replicas of every profile while the window is open.")
 
 
 class ScalingConfig(BaseModel):
@@ -49,6 +66,9 @@ class ScalingConfig(BaseModel):
     max_replicas: dict[str, int] = Field(
         default_factory=dict,
         description="Profile name -> replicas, a cap below its fair share of the devices.",
+    )
+    warm_schedule: list[WarmWindow] = Field(
+        default_factory=list, max_length=8, description="Optional hours with more replicas (KEDA cron trigger)."
     )
 
 
@@ -123,6 +143,7 @@ def scaling_problems(config: Any) -> list[str]:
                 f"of the {available} devices the trn2 node group has (trn2_nodes.max_size="
                 f"{config.trn2_nodes.max_size}); use at most {fair_share_replicas(config, p)} or add nodes"
             )
+    problems += warm_schedule_problems(config)
     if s.enabled:
         for p in switched_on(config):
             if min_replicas(p) > max_replicas(config, p):
@@ -130,5 +151,32 @@ def scaling_problems(config: Any) -> list[str]:
                     f"profiles ({p.name}): {min_replicas(p)} replica(s) x {p.placement.devices} devices exceed its "
                     f"fair share of the {available} devices of trn2_nodes.max_size={config.trn2_nodes.max_size} "
                     "nodes; add nodes, lower replicas or set scaling.enabled: false"
+                )
+    return problems
+
+
+def warm_schedule_problems(config: Any) -> list[str]:
+    """KEDA's cron scaler parses 5-field expressions with robfig/cron and loads the zone with Go's
+    time.LoadLocation (IANA names): a bad one would fail in the operator, after deploy."""
+    problems: list[str] = []
+    for i, w in enumerate(config.scaling.warm_schedule):
+        where = f"scaling.warm_schedule[{i}]"
+        try:
+            zoneinfo.ZoneInfo(w.timezone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            problems.append(f"{where}.timezone={w.timezone!r} is not an IANA time zone; use a name like Europe/Berlin")
+        for field in ("start", "end"):
+            text = getattr(w, field)
+            if len(text.split()) != CRON_FIELDS or not all(CRON_FIELD.fullmatch(f) for f in text.split()):
+                problems.append(
+                    f"{where}.{field}={text!r} is not a 5-field cron expression (minute hour day month weekday); "
+                    "write it like 0 8 * * 1-5"
+                )
+        for p in config.profiles:
+            if w.replicas > max_replicas(config, p):
+                problems.append(
+                    f"{where}.replicas={w.replicas} is above the {max_replicas(config, p)} replica(s) profile "
+                    f"{p.name} may run at the ceiling (trn2_nodes.max_size={config.trn2_nodes.max_size}); use at "
+                    f"most {max_replicas(config, p)} or raise the ceiling"
                 )
     return problems

@@ -329,7 +329,28 @@ class Trn2NodeGroupConfig(_Strict):
     instance_type: str = "trn2.48xlarge"
     min_size: int = Field(default=1, ge=0, le=64)
     desired_size: int = Field(default=1, ge=0, le=64)
-    max_size: int = Field(default=1, ge=1, le=64)
+    max_size: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="The ceiling the Cluster Autoscaler may grow the group to (min_size is its floor); KEDA's "
+        "maximum replicas are each profile's share of max_size nodes (docs/elastic-capacity.md).",
+    )
+    node_ready_seconds: int = Field(
+        default=600,
+        ge=60,
+        le=3600,
+        description="Seconds from a scale-up to a trn2 node that is Ready with its devices published (EC2 launch, "
+        "boot, join, Neuron DRA ResourceSlices): an estimate until the cold-start report measures it. The Cluster "
+        "Autoscaler's scale-down waits derive from it.",
+    )
+    capacity_block_instances: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="With CAPACITY_BLOCK: the instance count of the reservation (EC2 console). The node group "
+        "cannot grow past it, so max_size may not exceed it.",
+    )
     capacity_type: Literal["ON_DEMAND", "CAPACITY_BLOCK"] = "ON_DEMAND"
     capacity_reservation_id: Annotated[str, StringConstraints(pattern=r"^cr-[0-9a-f]{8,17}$")] | None = None
     availability_zone: str | None = Field(

@@ -110,6 +110,7 @@ class ColdStart:
     copied_bytes: int | None = None  # compile cache copied to node disk by the init check
     compiled_s: float | None = None  # vLLM said it compiled while serving (never expected)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    node_phases: tuple[Phase, ...] = ()  # node_scale_up: only for a pod that waited for a node brought for it
 
     @property
     def ready(self) -> bool:
@@ -173,6 +174,7 @@ def cold_start(
 ) -> ColdStart:
     """The phases of one pod, from its Pod, its Node (None when it was never scheduled or the node is gone), the
     events of the namespace (the pod's are picked by uid) and the logs of its init and vllm containers."""
+    events = list(events)
     meta = pod["metadata"]
     init = _container(pod, "initContainerStatuses", INIT_CONTAINER)
     vllm = _container(pod, "containerStatuses", VLLM_CONTAINER)
@@ -255,7 +257,71 @@ def cold_start(
         copied_bytes=copied_bytes,
         compiled_s=compiled_s,
         notes=(*notes, *order_notes),
+        node_phases=node_scale_up(pod, node, events),
     )
+
+
+# A replica that waited for a new node (issue 28): (boundary, the phase that ends there), in order, from the pod's
+# creation. `TriggeredScaleUp` is the event the Cluster Autoscaler puts on a pod it adds a node for (CA FAQ, "What
+# events are emitted by CA?"); the node's creationTimestamp is when its kubelet registered it.
+NODE_BOUNDARIES: tuple[tuple[str, str], ...] = (
+    ("scale_up", "pending until scale-up"),
+    ("node_registered", "node launch"),
+    ("node_ready", "node Ready"),
+    ("ready", "replica start"),
+)
+NODE_PHASES = tuple(phase for _, phase in NODE_BOUNDARIES)
+SCALE_UP_EVENT = "TriggeredScaleUp"
+
+
+def node_scale_up(pod: Mapping, node: Mapping | None, events: Iterable[Mapping]) -> tuple[Phase, ...]:
+    """Pending pod -> scale-up asked -> node registered -> node Ready -> pod Ready, for a pod whose node was
+    registered after the pod was created (a node brought for it); empty otherwise. Unrecorded boundaries merge."""
+    meta = pod["metadata"]
+    created = timestamp(meta["creationTimestamp"])
+    registered = timestamp(node["metadata"].get("creationTimestamp")) if node else None
+    if created is None or registered is None or registered <= created:
+        return ()
+    uid = meta.get("uid")
+    asked = [
+        when
+        for e in events
+        if e.get("involvedObject", {}).get("uid") == uid and e.get("reason") == SCALE_UP_EVENT
+        if (when := _event_time(e)) is not None
+    ]
+    ready = _condition(pod, "Ready")
+    marks = {
+        "scale_up": min(asked) if asked else None,
+        "node_registered": registered,
+        "node_ready": timestamp((_condition(node, "Ready") or {}).get("lastTransitionTime")),
+        "ready": timestamp(ready.get("lastTransitionTime")) if ready and ready.get("status") == "True" else None,
+    }
+    phases: list[Phase] = []
+    previous, pending = created, []
+    for mark, phase in NODE_BOUNDARIES:
+        when = marks[mark]
+        pending.append(phase)
+        if when is None:
+            continue
+        when = max(when, previous)
+        phases.append(Phase(" + ".join(pending), previous, when))
+        previous, pending = when, []
+    return tuple(phases)
+
+
+def node_scale_up_table(starts: Iterable[ColdStart]) -> str:
+    """A Markdown table of the node phases of the pods that waited for a new node ("" when none did)."""
+    header = ["pod", "service", *NODE_PHASES, "to Ready"]
+    out = []
+    for s in starts:
+        pod, profile, phases = s.pod, s.profile, s.node_phases
+        if not phases:
+            continue
+        cells = dict.fromkeys(NODE_PHASES, "")
+        for p in phases:
+            cells[p.name.split(" + ")[-1]] = f"{p.seconds:.0f}"
+        out.append([pod, profile, *cells.values(), f"{(phases[-1].end - phases[0].start).total_seconds():.0f}"])
+    return "\n".join(markdown(header, out)) if out else ""
 
 
 def _phases(start: datetime, marks: Mapping[str, datetime | None]) -> tuple[tuple[Phase, ...], list[str]]:

@@ -23,7 +23,16 @@ from config import ConfigError, load_config
 from config.catalogue import NODE_ROLE_LABEL
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from model_build.errors import BuildError
-from ops.coldstart import INIT_CONTAINER, PHASES, VLLM_CONTAINER, ColdStart, cold_start, metric_datums, report_table
+from ops.coldstart import (
+    INIT_CONTAINER,
+    PHASES,
+    VLLM_CONTAINER,
+    ColdStart,
+    cold_start,
+    metric_datums,
+    node_scale_up_table,
+    report_table,
+)
 from ops.kubectl import kubectl
 
 LOG_LIMIT_BYTES = 4_000_000  # vLLM says its engine is ready within its first lines; a long-running log can be large
@@ -117,7 +126,9 @@ def write_report(starts: list[ColdStart], out: Path, now: datetime) -> tuple[Pat
         for s in starts
         if s.image_bytes
     ]
-    stem.with_suffix(".md").write_text("\n".join([table, "", *sizes, *notes, ""]))
+    nodes = node_scale_up_table(starts)
+    node_section = ["", "Replicas that waited for a new node (docs/elastic-capacity.md):", "", nodes] if nodes else []
+    stem.with_suffix(".md").write_text("\n".join([table, *node_section, "", *sizes, *notes, ""]))
     timeline_png(starts, stem.with_suffix(".png"))
     return stem.with_suffix(".md"), stem.with_suffix(".png")
 
@@ -142,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no serving pods in namespace {config.namespace}: deploy first (make deploy)", file=sys.stderr)
         return EXIT_FAILED
     print(report_table(starts))
+    if nodes := node_scale_up_table(starts):
+        print(nodes)
     for s in starts:
         for note in s.notes:
             print(f"{s.pod}: {note}")

@@ -98,3 +98,36 @@ def statements_by_service_account(synth: Any) -> dict[str, list[dict[str, Any]]]
             for s in r["Properties"]["PolicyDocument"]["Statement"]
         ]
     return out
+
+
+def allowed_on_tagged_resource(statements: list[dict[str, Any]], action: str, tags: dict[str, str]) -> bool:
+    """Whether an Allow statement grants `action` on a resource ("*") carrying `tags`, evaluating the condition
+    operators IAM defines for aws:ResourceTag keys (IAM User Guide, "IAM JSON policy elements: Condition operators"):
+    every key of every operator must match (AND); StringEquals/StringLike on a tag the resource lacks does not
+    match. No Deny statements are expected here; an operator this evaluator does not know fails the test."""
+    for s in statements:
+        if s.get("Effect") != "Allow":
+            continue
+        actions = [s["Action"]] if isinstance(s["Action"], str) else s["Action"]
+        resources = [s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"]
+        if "*" not in resources or not any(fnmatch.fnmatchcase(action, a) for a in actions):
+            continue
+        if all(_condition_holds(op, keys, tags) for op, keys in s.get("Condition", {}).items()):
+            return True
+    return False
+
+
+def _condition_holds(operator: str, keys: dict[str, Any], tags: dict[str, str]) -> bool:
+    if operator not in ("StringEquals", "StringLike"):
+        raise AssertionError(f"condition operator {operator} is not evaluated here; extend allowed_on_tagged_resource")
+    for key, wanted in keys.items():
+        assert key.startswith("aws:ResourceTag/"), f"condition key {key} is not evaluated here"
+        have = tags.get(key.removeprefix("aws:ResourceTag/"))
+        values = [wanted] if isinstance(wanted, str) else wanted
+        if have is None:
+            return False
+        if operator == "StringEquals" and have not in values:
+            return False
+        if operator == "StringLike" and not any(fnmatch.fnmatchcase(have, v) for v in values):
+            return False
+    return True

@@ -108,6 +108,7 @@ LEAVES = (
     "kubernetes",
     "labels",
     "metrics",
+    "node_scaling",
     "prompt_suite",
     "pydantic_errors",
     "speculation",

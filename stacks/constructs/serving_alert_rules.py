@@ -2,8 +2,11 @@
 evaluated by AMP on the same series KEDA scales on. With observability.alarm_topic_arn they reach that SNS topic
 through the workspace's alert manager (stacks/constructs/managed_prometheus.py).
 
-- Demand above the static trn2 capacity: pods the scheduler cannot place for 10 minutes (the kube-scheduler's
-  `scheduler_pending_pods{queue="unschedulable"}`, cluster-wide: any unschedulable pod counts).
+- Demand above the trn2 ceiling: pods the scheduler cannot place for longer than the Cluster Autoscaler takes to
+  bring a node (2 x trn2_nodes.node_ready_seconds), so no node is coming: the group is at max_size or the scale-up
+  failed (the kube-scheduler's `scheduler_pending_pods{queue="unschedulable"}`, cluster-wide).
+- Per profile, a scale-up that brought no Ready replica: a pod whose /metrics has not answered for 2 x
+  scaling.time_to_ready_seconds (vLLM serves /metrics once its engine is up; `up` is the scraper's own series).
 - Per profile, its queue above the scale-up threshold while it runs its maximum replicas, for 10 minutes.
 """
 
@@ -16,12 +19,21 @@ from aws_cdk import CfnTag
 from aws_cdk import aws_aps as aps
 from constructs import Construct
 
-from charts.autoscaling import serving_replicas_query, waiting_query
+from charts.autoscaling import selector, serving_replicas_query, waiting_query
+from config.labels import PROFILE as PROFILE_POD_LABEL
 from config.scaling import max_replicas, waiting_threshold
 from config.schema import DeploymentConfig
 
-PENDING_FOR = "10m"
 SATURATED_FOR = "10m"
+
+
+def pending_for(config: DeploymentConfig) -> str:
+    """Longer than a scale-up takes to bring a node: a Pending pod after that has no node coming."""
+    return f"{2 * config.trn2_nodes.node_ready_seconds}s"
+
+
+def not_ready_for(config: DeploymentConfig) -> str:
+    return f"{2 * config.scaling.time_to_ready_seconds}s"
 
 
 def alert_rules(config: DeploymentConfig) -> dict[str, Any]:
@@ -31,13 +43,14 @@ def alert_rules(config: DeploymentConfig) -> dict[str, Any]:
         {
             "alert": "ReplicasPendingAboveTrn2Capacity",
             "expr": 'max(scheduler_pending_pods{queue="unschedulable"}) > 0',
-            "for": PENDING_FOR,
+            "for": pending_for(config),
             "labels": {"severity": "warning", "deployment": config.name},
             "annotations": {
-                "summary": f"Pods of {config.cluster_name} have been unschedulable for {PENDING_FOR}",
-                "description": "Demand above the static trn2 capacity (or a system pod without room): "
-                f"kubectl -n {ns} get pods --field-selector=status.phase=Pending; raise trn2_nodes sizes or lower "
-                "scaling.max_replicas.",
+                "summary": f"Pods of {config.cluster_name} have been unschedulable for {pending_for(config)}, longer "
+                "than the Cluster Autoscaler takes to add a node",
+                "description": f"Demand above the trn2 ceiling (trn2_nodes.max_size={config.trn2_nodes.max_size}) "
+                f"or a failed scale-up: kubectl -n {ns} get pods --field-selector=status.phase=Pending; kubectl -n "
+                "kube-system logs deploy/cluster-autoscaler; raise trn2_nodes.max_size or lower scaling.max_replicas.",
             },
         }
     ]
@@ -46,6 +59,21 @@ def alert_rules(config: DeploymentConfig) -> dict[str, Any]:
             continue
         threshold, cap = waiting_threshold(config.scaling, p), max_replicas(config, p)
         replicas = serving_replicas_query(ns, p.name)
+        rules.append(
+            {
+                "alert": f"ScaleUpWithoutReadyReplica-{p.name}",
+                "expr": f"count(up{selector(ns, p.name)} == 0) > 0",
+                "for": not_ready_for(config),
+                "labels": {"severity": "warning", "deployment": config.name, "profile": p.name},
+                "annotations": {
+                    "summary": f"{p.name}: a replica has not served /metrics for {not_ready_for(config)}, twice "
+                    "its time-to-Ready",
+                    "description": f"kubectl -n {ns} get pods -l {PROFILE_POD_LABEL}={p.name}; make "
+                    "coldstart-report shows where its start-up stopped; raise scaling.time_to_ready_seconds if "
+                    "the cold-start report measures more.",
+                },
+            }
+        )
         rules.append(
             {
                 "alert": f"QueueAboveThresholdAtMaxReplicas-{p.name}",

@@ -142,6 +142,27 @@ def step(before: int, after: int, at: int):
     return lambda now: before if now < at else after
 
 
+def test_a_warm_schedule_adds_a_cron_trigger_the_pinned_keda_accepts(default_config):
+    """KEDA's cron scaler reads timezone, start, end and desiredReplicas (docs: Scalers, Cron); the HPA takes the
+    largest proposal, so the queue triggers stay."""
+    data = default_config_dict()
+    window = {"timezone": "Europe/Berlin", "start": "30 7 * * 1-5", "end": "0 19 * * 1-5", "replicas": 2}
+    data["scaling"]["warm_schedule"] = [window]
+    for obj in of_kind(render_autoscaling(parse_config(data), QUERY_URL), "ScaledObject").values():
+        validate_keda(obj)
+        triggers = {t["name"]: t for t in obj["spec"]["triggers"]}
+        assert set(triggers) == {"requests-waiting", "requests-running", "warm-0"}
+        assert triggers["warm-0"]["type"] == "cron"
+        assert triggers["warm-0"]["metadata"] == {
+            "timezone": "Europe/Berlin",
+            "start": "30 7 * * 1-5",
+            "end": "0 19 * * 1-5",
+            "desiredReplicas": "2",
+        }
+    plain = of_kind(render_autoscaling(default_config, QUERY_URL), "ScaledObject")
+    assert all(len(o["spec"]["triggers"]) == 2 for o in plain.values())  # no schedule, no cron trigger
+
+
 def test_a_step_from_2_to_8_requests_adds_one_replica_and_no_more_one_scrape_late():
     config = plugin_two_nodes()
     spec = of_kind(render_autoscaling(config, QUERY_URL), "ScaledObject")["eagle3"]["spec"]
@@ -235,7 +256,7 @@ def test_every_query_parses_as_promql_and_reads_only_scraped_series(plugin_confi
     scaled = of_kind(render_autoscaling(plugin_config, QUERY_URL), "ScaledObject").values()
     queries = [t["metadata"]["query"] for o in scaled for t in o["spec"]["triggers"]]
     queries += [r["expr"] for g in alert_rules(plugin_config)["groups"] for r in g["rules"]]
-    assert len(queries) == 2 * 2 + 1 + 2
+    assert len(queries) == 2 * 2 + 1 + 2 * 2  # triggers; pending; per profile: saturated, no Ready replica
     for query in queries:
         for sel in selectors(promql, promql.parse(query)):
             labels = {m.name: m.value for m in sel.matchers.matchers}

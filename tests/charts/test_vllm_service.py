@@ -242,6 +242,14 @@ def test_no_service_is_exposed_outside_the_cluster(serving_objects):
     assert services and all(s["spec"]["type"] == "ClusterIP" for s in services.values())
 
 
+def test_the_cluster_autoscaler_never_evicts_a_serving_replica_to_consolidate_nodes(serving_objects):
+    """CA FAQ ("What types of pods can prevent CA from removing a node?"): a pod annotated safe-to-evict "false"
+    keeps its node; KEDA removes replicas, then CA removes the empty node."""
+    for d in vllm_of_kind(serving_objects, "Deployment").values():
+        annotations = d["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+
+
 def test_two_services_fit_on_one_trn2_48xlarge(serving_objects, default_config):
     inst = default_config.trn2_nodes.instance
     cpu = mem = devices = 0

@@ -10,11 +10,11 @@ from tests.config.test_schema import problems_for
 from tests.conftest import default_config_dict
 
 
-def test_defaults_scale_within_one_node_and_wait_a_time_to_ready_between_replicas(default_config):
+def test_defaults_scale_to_the_ceiling_and_wait_a_time_to_ready_between_replicas(default_config):
     s = default_config.scaling
     assert (s.time_to_ready_seconds, s.scale_up_period_seconds, s.scale_down_stabilization_seconds) == (900, 900, 600)
-    for p in default_config.profiles:  # two 8-device profiles share one 16-device node
-        assert (waiting_threshold(s, p), max_replicas(default_config, p)) == (2, 1)
+    for p in default_config.profiles:  # two 8-device profiles share the ceiling's two 16-device nodes
+        assert (waiting_threshold(s, p), max_replicas(default_config, p)) == (2, 2)
 
 
 def test_a_threshold_above_the_compiled_batch_is_refused():
@@ -23,8 +23,8 @@ def test_a_threshold_above_the_compiled_batch_is_refused():
 
 
 def test_a_max_above_the_node_groups_devices_is_refused():
-    (problem,) = problems_for(lambda d: d.update(scaling={"max_replicas": {"baseline": 2}}))
-    assert "scaling.max_replicas.baseline=2" in problem and "16 devices" in problem and "use at most 1" in problem
+    (problem,) = problems_for(lambda d: d.update(scaling={"max_replicas": {"baseline": 3}}))
+    assert "scaling.max_replicas.baseline=3" in problem and "32 devices" in problem and "use at most 2" in problem
 
 
 def test_a_max_for_an_unknown_profile_is_refused():
@@ -52,19 +52,19 @@ def test_a_lower_cap_than_the_fair_share_is_kept():
 
 
 def test_fixed_replicas_above_a_profiles_fair_share_are_refused_while_scaling():
-    """Three 4-device replicas plus one fit the node's 16 devices, but not two equal shares of 8."""
+    """Five 4-device replicas plus one fit the ceiling's 32 devices, but not two equal shares of 16."""
     import yaml
 
     from tests.conftest import ROOT
 
     data = yaml.safe_load((ROOT / "config" / "vllm-neuron.yaml").read_text())
-    data["profiles"][0]["replicas"] = 3
+    data["profiles"][0]["replicas"] = 5
     with pytest.raises(ConfigError) as err:
         parse_config(data)
     (problem,) = err.value.problems
-    assert "profiles (baseline): 3 replica(s) x 4 devices" in problem and "scaling.enabled: false" in problem
+    assert "profiles (baseline): 5 replica(s) x 4 devices" in problem and "scaling.enabled: false" in problem
     data["scaling"] = {"enabled": False}
-    assert parse_config(data).profiles[0].replicas == 3
+    assert parse_config(data).profiles[0].replicas == 5
 
 
 @pytest.mark.parametrize(
@@ -104,15 +104,39 @@ def test_a_switched_off_profile_takes_no_share_of_the_devices():
     data = default_config_dict()
     _with_switched_off_third_profile(data)
     config = parse_config(data)
-    assert [max_replicas(config, p) for p in config.profiles[:2]] == [1, 1]
+    assert [max_replicas(config, p) for p in config.profiles[:2]] == [2, 2]  # the ceiling's 2 nodes, halved
 
 
 def test_the_fair_share_sentence_names_only_profiles_that_run():
     """Over the share, the sentence names the running profiles and never asks to lower replicas that are 0."""
     data = default_config_dict()
     _with_switched_off_third_profile(data)
-    data["profiles"][0]["replicas"] = 2
+    data["profiles"][0]["replicas"] = 3
     with pytest.raises(ConfigError) as err:
         parse_config(data)
-    assert "profiles (baseline): 2 replica(s)" in str(err.value)
+    assert "profiles (baseline): 3 replica(s)" in str(err.value)
     assert "spare" not in str(err.value)
+
+
+WARM = {"timezone": "Europe/Berlin", "start": "30 7 * * 1-5", "end": "0 19 * * 1-5", "replicas": 2}
+
+
+def test_a_warm_window_within_the_ceiling_is_kept():
+    data = default_config_dict()
+    data["scaling"]["warm_schedule"] = [WARM]
+    (window,) = parse_config(data).scaling.warm_schedule
+    assert (window.timezone, window.replicas) == ("Europe/Berlin", 2)
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"timezone": "Mars/Olympus"}, "scaling.warm_schedule[0].timezone='Mars/Olympus' is not an IANA time zone"),
+        ({"start": "0 30 7 * * 1-5"}, "scaling.warm_schedule[0].start='0 30 7 * * 1-5' is not a 5-field cron"),
+        ({"end": "at 19:00"}, "scaling.warm_schedule[0].end='at 19:00' is not a 5-field cron"),
+        ({"replicas": 3}, "scaling.warm_schedule[0].replicas=3 is above the 2 replica(s) profile baseline"),
+    ],
+)
+def test_a_bad_warm_window_is_refused_before_synth(change, fragment):
+    text = "\n".join(problems_for(lambda d: d["scaling"].update(warm_schedule=[{**WARM, **change}])))
+    assert fragment in text, text

@@ -165,6 +165,31 @@ CROSS_FIELD_RULES = {
         _set("trn2_nodes.capacity_block_end", "2026-12-01T11:30:00Z"),
         "capacity_block_end=2026-12-01T11:30:00+00:00 is set but capacity_type is ON_DEMAND",
     ),
+    "trn2 floor at least one node under DRA": (
+        _all(_set("trn2_nodes.min_size", 0), _set("trn2_nodes.desired_size", 0)),
+        "trn2_nodes.min_size=0: the Cluster Autoscaler cannot grow a node group from zero nodes",
+    ),
+    "capacity block ceiling within its reservation": (
+        _all(
+            _set("trn2_nodes.capacity_type", "CAPACITY_BLOCK"),
+            _set("trn2_nodes.capacity_reservation_id", "cr-0123456789abcdef0"),
+            _set("trn2_nodes.availability_zone", "us-east-2b"),
+            _set("trn2_nodes.capacity_block_instances", 1),
+        ),
+        "trn2_nodes.max_size=2 is above the Capacity Block size capacity_block_instances=1: the node group cannot grow past its reservation; set max_size: 1",
+    ),
+    "capacity block ceiling checked against its reservation": (
+        _all(
+            _set("trn2_nodes.capacity_type", "CAPACITY_BLOCK"),
+            _set("trn2_nodes.capacity_reservation_id", "cr-0123456789abcdef0"),
+            _set("trn2_nodes.availability_zone", "us-east-2b"),
+        ),
+        "set capacity_block_instances to the instance count of the block",
+    ),
+    "block size only with a capacity block": (
+        _set("trn2_nodes.capacity_block_instances", 2),
+        "capacity_block_instances=2 is set but capacity_type is ON_DEMAND",
+    ),
     "disk throughput within its IOPS": (_set("trn2_nodes.disk_iops", 3000), "needs at least 4000 IOPS"),
     "AMI not ahead of the control plane": (
         _set("trn2_nodes.ami_release_version", "1.36.0-20260601"),
@@ -381,10 +406,21 @@ def test_tokenizer_mismatch_is_allowed_when_declared_compatible():
 def test_capacity_block_with_reservation_and_zone_is_valid():
     data = default_config_dict()
     data["trn2_nodes"].update(
-        capacity_type="CAPACITY_BLOCK", capacity_reservation_id="cr-0123456789abcdef0", availability_zone="us-east-2b"
+        capacity_type="CAPACITY_BLOCK",
+        capacity_reservation_id="cr-0123456789abcdef0",
+        availability_zone="us-east-2b",
+        capacity_block_instances=2,
     )
     config = parse_config(data)
     assert config.trn2_availability_zone == "us-east-2b"
+
+
+def test_the_default_ceiling_of_two_nodes_lets_both_profiles_grow(default_config):
+    from config.scaling import max_replicas, min_replicas
+
+    assert (default_config.trn2_nodes.min_size, default_config.trn2_nodes.max_size) == (1, 2)
+    for p in default_config.profiles:
+        assert max_replicas(default_config, p) == 2 > min_replicas(p)
 
 
 def test_the_vllm_neuron_example_serves_eagle3_on_the_plugin_image_at_tp_16():

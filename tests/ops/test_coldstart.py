@@ -22,7 +22,7 @@ import pytest
 from config import load_config
 from config.metrics import COLD_START_PHASE, TIME_TO_READY
 from ops import coldstart_report
-from ops.coldstart import PHASES, ColdStart, cold_start, metric_datums, report_table
+from ops.coldstart import PHASES, ColdStart, cold_start, metric_datums, node_scale_up_table, report_table
 from tests.ops import coldstart_objects as objects
 from tests.ops.coldstart_objects import NAMESPACE, NODE, NODE_READY_S, PODS, T0, Timeline, recorded
 
@@ -317,3 +317,44 @@ def test_an_unwritable_out_is_a_sentence_before_any_kubectl_call(where, tmp_path
     assert coldstart_report.main(["--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"--out {str(out)!r}" in err and "choose another --out folder" in err and "Traceback" not in err
+def _scale_up_event(name: str, seconds: float) -> dict:
+    """The Cluster Autoscaler's event on a pod it adds a node for (CA FAQ, "What events are emitted by CA?")."""
+    _, _, events, _ = recorded()
+    (kubelet,) = [e for e in events if e["involvedObject"]["name"] == name and e["reason"] == "Pulling"]
+    event = json.loads(json.dumps(kubelet))
+    event["metadata"].update(name=f"{name}.scaleup", uid=f"uid-event-{name}-scaleup")
+    event["involvedObject"].pop("fieldPath")
+    event.update(
+        reason="TriggeredScaleUp",
+        message="pod triggered scale-up: [{eks-trn2-nodes 1->2 (max: 2)}]",
+        source={"component": "cluster-autoscaler"},
+        firstTimestamp=objects.at(seconds),
+        lastTimestamp=objects.at(seconds),
+        reportingComponent="cluster-autoscaler",
+        reportingInstance="",
+    )
+    return event
+
+
+def test_a_pod_that_waited_for_a_new_node_has_its_scale_up_phases():
+    pods, nodes, events, logs = recorded()
+    name = "speculative-7d9f8c6b5-normal"
+    event = _scale_up_event(name, 12)
+    kubernetes_validate.validate(event, "1.35.0", strict=True)
+    (pod,) = [p for p in pods if p["metadata"]["name"] == name]
+    start = cold_start(pod, nodes[0], [*events, event], *logs[name])
+    assert {p.name: p.seconds for p in start.node_phases} == {
+        "pending until scale-up": 12,  # pod created at 0 -> CA's TriggeredScaleUp
+        "node launch": 248,  # -> the node registered (its creationTimestamp, 260 s)
+        "node Ready": 40,  # -> 300 Ready condition
+        "replica start": 450,  # -> 750 pod Ready (the cold-start table's time to Ready)
+    }
+    without = cold_start(pod, nodes[0], events, *logs[name])  # the event is gone after about an hour
+    assert without.node_phases[0].name == "pending until scale-up + node launch"
+    table = node_scale_up_table([start, _starts()["baseline-7d9f8c6b5-slow"]])
+    assert name in table and "baseline-7d9f8c6b5-slow" not in table  # that one found its node Ready
+    assert "| 12 | 248 | 40 | 450 | 750 |" in table
+
+
+def test_a_pod_on_a_node_that_was_already_there_has_no_scale_up_phases():
+    assert _starts()["baseline-7d9f8c6b5-slow"].node_phases == ()

@@ -53,7 +53,7 @@ def test_trn2_nodegroup_uses_neuron_ami_launch_template_and_taint(synth):
     assert ng["Taints"] == [{"Effect": "NO_SCHEDULE", "Key": "aws.amazon.com/neuron", "Value": "true"}]
     assert ng["Labels"] == {"trn-specdec/node-role": "trn2"}
     assert "InstanceTypes" not in ng and "DiskSize" not in ng  # both live in the launch template
-    assert ng["ScalingConfig"] == {"MinSize": 1, "DesiredSize": 1, "MaxSize": 1}
+    assert ng["ScalingConfig"] == {"MinSize": 1, "DesiredSize": 1, "MaxSize": 2}  # floor 1, ceiling 2
     assert len(ng["Subnets"]) == 1  # one AZ: placement group and EFA need it
 
 

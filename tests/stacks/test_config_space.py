@@ -102,6 +102,7 @@ def valid_configs(draw: st.DrawFn) -> dict[str, Any]:
             capacity_type="CAPACITY_BLOCK",
             capacity_reservation_id="cr-" + draw(st.text("0123456789abcdef", min_size=17, max_size=17)),
             availability_zone=draw(st.sampled_from(data["network"]["availability_zones"])),
+            capacity_block_instances=max_size + draw(st.integers(min_value=0, max_value=1)),
         )
     return data
 

@@ -210,9 +210,14 @@ def test_alert_rules_watch_pending_pods_and_each_profile_at_its_maximum(synth):
     (rules,) = _props(synth, "AWS::APS::RuleGroupsNamespace", "Observability")
     alerts = {r["alert"]: r for g in yaml.safe_load(rules["Data"])["groups"] for r in g["rules"]}
     assert set(alerts) == {"ReplicasPendingAboveTrn2Capacity"} | {
-        f"QueueAboveThresholdAtMaxReplicas-{p.name}" for p in synth.config.profiles
+        f"{alert}-{p.name}"
+        for p in synth.config.profiles
+        for alert in ("QueueAboveThresholdAtMaxReplicas", "ScaleUpWithoutReadyReplica")
     }
-    assert {a["for"] for a in alerts.values()} == {"10m"}
+    # Pending longer than CA takes to bring a node (2 x 600 s): the ceiling; no Ready replica in 2 x time-to-Ready.
+    assert alerts["ReplicasPendingAboveTrn2Capacity"]["for"] == "1200s"
+    assert {alerts[f"ScaleUpWithoutReadyReplica-{p.name}"]["for"] for p in synth.config.profiles} == {"1800s"}
+    assert {alerts[f"QueueAboveThresholdAtMaxReplicas-{p.name}"]["for"] for p in synth.config.profiles} == {"10m"}
     assert "Fn::ImportValue" in json.dumps(rules["Workspace"])  # the Cluster stack's workspace
 
 
