@@ -317,6 +317,8 @@ def test_an_unwritable_out_is_a_sentence_before_any_kubectl_call(where, tmp_path
     assert coldstart_report.main(["--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"--out {str(out)!r}" in err and "choose another --out folder" in err and "Traceback" not in err
+
+
 def _scale_up_event(name: str, seconds: float) -> dict:
     """The Cluster Autoscaler's event on a pod it adds a node for (CA FAQ, "What events are emitted by CA?")."""
     _, _, events, _ = recorded()
