@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from config import bucket_layout
 from config.catalogue import (
     DRA_DEVICE_GROUP_SIZES,
     IMAGE_TAG_PATTERN,
@@ -633,7 +634,7 @@ class DeploymentConfig(_Strict):
 
     def models_bucket_name(self, account: str) -> str:
         """Deterministic per account and region, so every tool can find the bucket from the config alone."""
-        return f"{self.name}-models-{account}-{self.region}"
+        return bucket_layout.models_bucket_name(self.name, account, self.region)
 
     @property
     def tags(self) -> dict[str, str]:
