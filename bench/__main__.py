@@ -476,7 +476,8 @@ def upload(path: Path, url: str, region: str | None) -> str:
     if not url.startswith("s3://") or not bucket or not key:
         raise ValueError(f"--upload {url!r} is not s3://BUCKET/KEY")
     try:
-        aws.client("s3", region).put_object(
+        owner = aws.bucket_owner(bucket, region, f"configure AWS credentials, then upload {path} again")
+        aws.s3_client(region, owner).put_object(
             Bucket=bucket, Key=key, Body=path.read_bytes(), ContentType=content_type(path)
         )
     except aws.errors() as err:

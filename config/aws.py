@@ -1,5 +1,5 @@
-"""AWS plumbing every command and Job shares (config/ is shipped to every Job): bounded boto3 clients, the account
-lookup, a command's one HeadBucket, failures as sentences. boto3 is imported lazily: synth does not load it.
+"""AWS plumbing every command and Job shares (config/ is shipped to every Job): bounded boto3 clients (S3's naming
+the bucket's expected owner on every call), the account lookup, a command's one HeadBucket, failures as sentences. boto3 is imported lazily: synth does not load it.
 
 botocore's defaults (60 s timeouts, 5 or 10 attempts) leave a command silent for minutes against a silent
 endpoint; here a call gives up after ATTEMPTS attempts, within SILENT_BOUND_S, and prints each one.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
+from config.bucket_layout import models_bucket_account
 from config.exit_codes import CommandError
 
 ATTEMPTS = 3  # botocore "standard" retries: the first attempt and two retries
@@ -35,12 +36,43 @@ def bounded_config(**extra: Any) -> Any:
 
 def client(service: str, region: str | None, *, stream: TextIO | None = None, **extra: Any) -> Any:
     """boto3.client(service) with bounded_config(); each attempt that got no answer is reported on `stream`.
-    `region` None: boto3's own lookup (AWS_REGION, the profile)."""
+    `region` None: boto3's own lookup (AWS_REGION, the profile). S3 has its own: s3_client."""
     import boto3
 
+    if service == "s3":
+        raise ValueError("S3 clients come from config.aws.s3_client, which names the bucket owner on every call")
     made = boto3.client(service, region_name=region, config=bounded_config(**extra))
     announce_retries(made, stream)
     return made
+
+
+def s3_client(region: str | None, owner: str, *, stream: TextIO | None = None, **extra: Any) -> Any:
+    """The bounded S3 client, every call of which carries ExpectedBucketOwner=`owner` (x-amz-expected-bucket-owner):
+    S3 refuses the call with 403 when another account owns the bucket, so a bucket of our name created elsewhere (after
+    ours was deleted, or before it was made) never receives our artifacts or serves us its bytes. Every S3 operation
+    we call takes the parameter (botocore's S3 model); the hook fills it where the operation's input has it."""
+    import boto3
+
+    made = boto3.client("s3", region_name=region, config=bounded_config(**extra))
+    announce_retries(made, stream)
+    expect_owner(made, owner)
+    return made
+
+
+def expect_owner(s3: Any, owner: str) -> None:
+    """Fill ExpectedBucketOwner=`owner` into every call of this S3 client whose operation takes it."""
+
+    def name_the_owner(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if "ExpectedBucketOwner" in model.input_shape.members:
+            params.setdefault("ExpectedBucketOwner", owner)
+
+    s3.meta.events.register("before-parameter-build.s3", name_the_owner)
+
+
+def bucket_owner(bucket: str, region: str | None, fix: str) -> str:
+    """The account that must own `bucket`: the one its name says (the models bucket, config/bucket_layout.py), else
+    the account of the credentials in use (STS), since a bucket of ours lives in our account."""
+    return models_bucket_account(bucket) or caller_account(region, fix)
 
 
 def session_client(session: Any, service: str, *, stream: TextIO | None = None) -> Any:
@@ -112,7 +144,7 @@ def failure(action: str, err: BaseException, fix: str) -> CommandError:
     return CommandError(f"{action} failed: {type(err).__name__}: {err}; {fix}")
 
 
-def caller_account(region: str, fix: str) -> str:
+def caller_account(region: str | None, fix: str) -> str:
     """The account id of the current credentials (it names the models bucket); on failure a CommandError saying why
     and `fix`, what the person should do."""
     try:
@@ -135,7 +167,8 @@ def check_bucket(s3: Any, bucket: str) -> None:
             ) from None
         if status == 403:
             raise CommandError(
-                f"access to bucket {bucket} is denied for the current AWS credentials; use the deployer role "
-                "locally, or run in the cluster, where the Job's Pod Identity role grants it"
+                f"access to bucket {bucket} is denied for the current AWS credentials, or another account owns it "
+                "(every call names the expected owner); use the deployer role locally, or run in the cluster, where "
+                "the Job's Pod Identity role grants it"
             ) from None
         raise failure(f"HeadBucket {bucket}", err, "run the same command again") from None

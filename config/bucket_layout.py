@@ -20,6 +20,19 @@ MANIFEST_KEY_PATTERNS = (f"{ARTIFACTS_PREFIX}*/{MANIFEST_NAME}", f"{CHECKPOINTS_
 MOUNT_PATH = "/models"  # where pods mount the bucket read-only (Mountpoint for S3), so <MOUNT_PATH>/<key>
 
 
+def models_bucket_name(name: str, account: str, region: str) -> str:
+    """The models bucket of deployment `name`: deterministic per account and region, so every tool finds it from the
+    config alone, and the account that must own it is in its name (models_bucket_account)."""
+    return f"{name}-models-{account}-{region}"
+
+
+def models_bucket_account(bucket: str) -> str | None:
+    """The account a models bucket name says owns it (models_bucket_name's <account>), None for another name."""
+    parts = bucket.split("-models-")
+    account = parts[-1].split("-", 1)[0] if len(parts) > 1 else ""
+    return account if len(account) == 12 and account.isdigit() else None
+
+
 def artifact_prefix(digest: str) -> str:
     return f"{ARTIFACTS_PREFIX}{digest}/"
 

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from config import bounded_file, crossover, pydantic_errors
+from config import bounded_file, bucket_layout, crossover, pydantic_errors
 from config.catalogue import (
     DRA_DEVICE_GROUP_SIZES,
     IMAGE_TAG_PATTERN,
@@ -685,7 +685,7 @@ class DeploymentConfig(_Strict):
 
     def models_bucket_name(self, account: str) -> str:
         """Deterministic per account and region, so every tool can find the bucket from the config alone."""
-        return f"{self.name}-models-{account}-{self.region}"
+        return bucket_layout.models_bucket_name(self.name, account, self.region)
 
     @property
     def tags(self) -> dict[str, str]:

@@ -5,8 +5,9 @@
 
 Standard library + model_build.manifest only: it runs with the Neuron image's own python3 from a
 ConfigMap, before vLLM starts. Checks the manifest exists, that its digest and inputs equal the
-expected ones, that every listed file has its size (os.stat, cheap even over Mountpoint for S3) and,
-with --deep, its sha256. With --serve-argv-json (stacks whose artifact is a compile cache) it checks that the
+expected ones, that every listed file has its size and the S3 Last-Modified the manifest recorded (os.stat,
+cheap even over Mountpoint for S3, which shows an object's Last-Modified as its mtime; a file written again after
+publish is hashed, so a same-size replacement fails without reading the rest) and, with --deep, its sha256. With --serve-argv-json (stacks whose artifact is a compile cache) it checks that the
 build ran exactly the vLLM command line this pod will run (the build record's argv) and that the profile's
 graph-shaping flags are in it: the cache's key inputs. With --copy-to it then copies the listed files to DIR on
 node-local disk, where vLLM reads and writes its cache (Mountpoint for S3 has no atomic rename, which the plugin's
@@ -55,11 +56,15 @@ def check(directory: Path, expected: dict, *, deep: bool = False) -> tuple[int, 
         return EXIT_FAILED, f"FAIL: {path} is not a readable manifest ({err}).\nfix: {_fix(profile)}"
     problems = mismatches(manifest, digest, inputs)
     if not problems:
-        problems = file_problems(directory, manifest.files, deep=deep)
+        problems = file_problems(directory, manifest.files, deep=deep, s3_times=True)
     if problems:
         listed = "\n".join(f"  - {p}" for p in problems)
         return EXIT_FAILED, f"FAIL: {directory} does not match {who}:\n{listed}\nfix: {_fix(profile)}"
-    how = "sizes and sha256 checked" if deep else "sizes checked; --deep also hashes"
+    how = (
+        "sizes and sha256 checked"
+        if deep
+        else "sizes and S3 times checked, files written again since publish hashed; --deep hashes every file"
+    )
     return EXIT_OK, f"OK: {directory} matches {who}: {len(manifest.files)} files, {manifest.total_bytes} bytes ({how})"
 
 

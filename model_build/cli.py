@@ -99,7 +99,8 @@ class Context:
     def store(self) -> S3Store:
         """The command's one HeadBucket happens here, before any hashing: a missing bucket, denied access or a
         silent endpoint fails first (within config.aws.SILENT_BOUND_S, each attempt shown)."""
-        client = make_s3_client(self.config.region, self.settings, self.stream)
+        owner = aws.bucket_owner(self.bucket, self.config.region, "configure AWS credentials")
+        client = make_s3_client(self.config.region, self.settings, owner, self.stream)
         aws.check_bucket(client, self.bucket)
         return S3Store(client, self.bucket, self.settings, stream=self.stream)
 

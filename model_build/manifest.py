@@ -17,9 +17,16 @@ MANIFEST_SCHEMA = 1  # the file names and keys are in config/bucket_layout.py
 
 @dataclass(frozen=True)
 class ManifestFile:
+    """One listed object. `etag` and `mtime` are what S3 itself reported for the object publish confirmed (from the
+    listing taken after every upload): S3 computes both, no writer can set them, and a replacement changes them, so
+    a check compares them instead of reading the bytes. Manifests written before they were recorded have "" and 0:
+    nothing to compare. They are stamps of one upload, not content: `same_content` ignores them."""
+
     path: str  # relative to the artifact prefix, "/" separated
     size: int
     sha256: str
+    etag: str = ""  # S3's ETag (MD5 of the bytes for a single PUT under SSE-S3; of the parts' MD5s, "-N", multipart)
+    mtime: int = 0  # S3's Last-Modified in whole seconds since the epoch: the mtime Mountpoint shows for the file
 
 
 @dataclass(frozen=True)
@@ -118,20 +125,32 @@ def _differ(path: str, want: Any, have: Any, out: list[str]) -> None:
         out.append(f"{path.rstrip('.')}: artifact was built with {json.dumps(have)}, profile needs {json.dumps(want)}")
 
 
-def file_problems(root: Path, files: list[ManifestFile], *, deep: bool = False) -> list[str]:
-    """Local copies (a mount or a directory) checked against a file list: sizes always, sha256 if deep."""
+def file_problems(root: Path, files: list[ManifestFile], *, deep: bool = False, s3_times: bool = False) -> list[str]:
+    """Local copies (a mount or a directory) checked against a file list: sizes always, sha256 if deep.
+
+    `s3_times`: `root` is a Mountpoint for S3 mount, whose files carry their object's Last-Modified as mtime
+    (awslabs/mountpoint-s3 mountpoint-s3-fs/src/superblock/inode.rs, InodeStat::for_file; it exposes no ETag or
+    checksum: no extended attributes, doc/SEMANTICS.md). A file whose mtime is not the one the manifest recorded
+    was written again after publish: it alone is hashed, so a same-size replacement fails without reading the
+    others, and a byte-identical re-send (publish restoring a deleted object) passes."""
     problems: list[str] = []
     for f in files:
         path = root / f.path
         try:
-            size = path.stat().st_size
+            st = path.stat()
         except OSError:
             problems.append(f"{f.path}: missing from {root}")
             continue
-        if size != f.size:
-            problems.append(f"{f.path}: {size} bytes on disk, manifest says {f.size} (truncated or replaced)")
-        elif deep and (actual := sha256_file(path)) != f.sha256:
-            problems.append(f"{f.path}: sha256 is {actual}, manifest says {f.sha256} (corrupted or replaced)")
+        rewritten = s3_times and f.mtime > 0 and int(st.st_mtime) != f.mtime
+        if st.st_size != f.size:
+            problems.append(f"{f.path}: {st.st_size} bytes on disk, manifest says {f.size} (truncated or replaced)")
+        elif (deep or rewritten) and (actual := sha256_file(path)) != f.sha256:
+            how = (
+                f"written again after publish (S3 time {int(st.st_mtime)}, manifest recorded {f.mtime}) and "
+                if rewritten
+                else ""
+            )
+            problems.append(f"{f.path}: {how}sha256 is {actual}, manifest says {f.sha256} (corrupted or replaced)")
     return problems
 
 

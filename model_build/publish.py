@@ -9,7 +9,9 @@ this run left it (same size and ETag). So:
   object's ETag with the local bytes, so an object damaged or replaced with its size and metadata intact is
   reported (non-zero exit), never called "already published";
 - two publishers of the same content both end with the same complete prefix: the manifest is created
-  with an S3 conditional write (If-None-Match: *), the loser compares and accepts identical content.
+  with an S3 conditional write (If-None-Match: *), the loser compares and accepts identical content;
+- the manifest records each object's ETag and Last-Modified as S3 listed them before the commit, so the shallow
+  checks (verify and serving's init step) see a later same-size replacement without reading any object.
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ def publish_tree(
                 raise  # nothing committed: a plain failure; re-running resumes
             # else another publisher committed meanwhile: compare with it below
         else:
-            manifest = make_manifest(_entries(files))
+            manifest = make_manifest(_stamped(files, store, prefix))
             if store.put_if_absent(key, manifest.to_json().encode()):
                 return PublishResult(url, manifest, this_run(), already_published=False, wrote_manifest=True)
             existing = read_manifest(store, key)  # lost the race to commit: compare with the winner
@@ -163,6 +165,22 @@ def publish_tree(
 
 def _entries(files: list[LocalFile]) -> list[ManifestFile]:
     return [ManifestFile(f.path, f.size, f.sha256) for f in files]
+
+
+def _stamped(files: list[LocalFile], store: S3Store, prefix: str) -> list[ManifestFile]:
+    """The manifest's entries with the ETag and Last-Modified S3 shows for each confirmed object (one listing), so
+    the shallow checks (verify, serving's init step) can tell a replacement from the object published."""
+    listed = store.list_stamped(prefix)
+    out = []
+    for f in files:
+        o = listed.get(prefix + f.path)
+        if o is None or o.size != f.size or (f.etag is not None and o.etag != f.etag):
+            raise BuildError(
+                f"{store.url(prefix + f.path)} changed between the upload's last check and the manifest; nothing "
+                "was committed: re-run (another publisher may be writing this prefix)"
+            )
+        out.append(ManifestFile(f.path, f.size, f.sha256, etag=o.etag, mtime=o.mtime))
+    return out
 
 
 def _confirm(store: S3Store, prefix: str, manifest: Manifest, url: str) -> None:

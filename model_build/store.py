@@ -73,6 +73,16 @@ class RemoteObject:
     size: int
     sha256: str | None  # None when the object has no x-amz-meta-sha256 (not written by model_build)
     etag: str = ""
+    checksum_sha256: str | None = None  # S3's own full-object SHA-256 (a single PUT with one), hex; when asked for
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One object as ListObjectsV2 shows it: what S3 computed and stamped, none of it settable by a writer."""
+
+    size: int
+    etag: str
+    mtime: int  # Last-Modified, whole seconds since the epoch
 
 
 def strip_etag(value: str) -> str:
@@ -132,14 +142,23 @@ class S3Store:
         """The command's one HeadBucket (config.aws.check_bucket); commands call it once, before any transfer."""
         aws.check_bucket(self.client, self.bucket)
 
-    def head(self, key: str) -> RemoteObject | None:
+    def head(self, key: str, *, checksums: bool = False) -> RemoteObject | None:
+        """HeadObject; with `checksums`, ChecksumMode=ENABLED, so S3 also returns the checksum it stored with the
+        object (S3 API reference, HeadObject: x-amz-checksum-mode)."""
+        extra = {"ChecksumMode": "ENABLED"} if checksums else {}
         try:
-            r = self.client.head_object(Bucket=self.bucket, Key=key)
+            r = self.client.head_object(Bucket=self.bucket, Key=key, **extra)
         except Exception as err:
             if aws.http_status(err) == 404:
                 return None
             raise self.explain(err, key) from err
-        return RemoteObject(int(r["ContentLength"]), (r.get("Metadata") or {}).get(SHA256_META), strip_etag(r["ETag"]))
+        full = r.get("ChecksumSHA256")
+        return RemoteObject(
+            int(r["ContentLength"]),
+            (r.get("Metadata") or {}).get(SHA256_META),
+            strip_etag(r["ETag"]),
+            base64.b64decode(full).hex() if full and "-" not in full else None,  # "-N": a composite of parts
+        )
 
     def first_part_size(self, key: str) -> int:
         """The size of part 1 of a multipart object (HeadObject PartNumber=1): the part size it was sent with."""
@@ -180,10 +199,16 @@ class S3Store:
 
     def list_objects(self, prefix: str) -> dict[str, tuple[int, str]]:
         """Size and ETag of every object under prefix (ListObjectsV2: one request per 1,000 keys)."""
+        return {key: (o.size, o.etag) for key, o in self.list_stamped(prefix).items()}
+
+    def list_stamped(self, prefix: str) -> dict[str, Listed]:
+        """Size, ETag and Last-Modified of every object under prefix, from one listing."""
         try:
             pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
             return {
-                o["Key"]: (int(o["Size"]), strip_etag(o["ETag"])) for page in pages for o in page.get("Contents", [])
+                o["Key"]: Listed(int(o["Size"]), strip_etag(o["ETag"]), int(o["LastModified"].timestamp()))
+                for page in pages
+                for o in page.get("Contents", [])
             }
         except Exception as err:
             raise self.explain(err, prefix) from err
@@ -295,16 +320,29 @@ class S3Store:
     # --- checks ----------------------------------------------------------------------------------
 
     def check_present(self, prefix: str, files: Sequence[FileEntry]) -> list[str]:
-        """HeadObject every file: problems name the file (missing, wrong size, wrong sha256 metadata)."""
-        remote = self.map(lambda f: self.head(prefix + f.path), files)
+        """HeadObject every file, reading no object: problems name the file (missing, wrong size, wrong sha256
+        metadata; bytes that are not the ones listed, by what S3 computed from them: the full-object SHA-256 a
+        single PUT stored, compared with the listed sha256, and the ETag the manifest recorded at publish)."""
+        remote = self.map(lambda f: self.head(prefix + f.path, checksums=True), files)
         problems = []
         for f, r in zip(files, remote, strict=True):
+            recorded = getattr(f, "etag", "")  # a manifest entry's; "" for one written before it was recorded
             if r is None:
                 problems.append(f"{f.path}: missing from {self.url(prefix)}")
             elif r.size != f.size:
                 problems.append(f"{f.path}: size is {r.size} bytes, expected {f.size}")
             elif r.sha256 != f.sha256:
                 problems.append(f"{f.path}: sha256 metadata is {r.sha256 or 'absent'}, expected {f.sha256}")
+            elif r.checksum_sha256 is not None and r.checksum_sha256 != f.sha256:
+                problems.append(
+                    f"{f.path}: S3's own SHA-256 of the object is {r.checksum_sha256}, expected {f.sha256} "
+                    "(replaced or damaged at the same size)"
+                )
+            elif recorded and r.etag != recorded:
+                problems.append(
+                    f"{f.path}: S3 ETag is {r.etag}, the manifest recorded {recorded} at publish "
+                    "(replaced at the same size, or sent again with another part size; --deep tells which)"
+                )
         return problems
 
     def check_content(self, prefix: str, files: Sequence[FileEntry]) -> list[str]:
@@ -339,7 +377,10 @@ class S3Store:
             progress.close()
 
 
-def make_s3_client(region: str, settings: TransferSettings, stream: TextIO | None = None) -> Any:
+def make_s3_client(region: str, settings: TransferSettings, owner: str, stream: TextIO | None = None) -> Any:
     """A boto3 S3 client sized for the transfer pool, every call bounded (config/aws.py: a silent endpoint fails
-    a request within SILENT_BOUND_S, each attempt shown). AWS_ENDPOINT_URL is honoured by boto3."""
-    return aws.client("s3", region, stream=stream, max_pool_connections=settings.concurrency + 4, tcp_keepalive=True)
+    a request within SILENT_BOUND_S, each attempt shown) and naming `owner` as the bucket's expected owner.
+    AWS_ENDPOINT_URL is honoured by boto3."""
+    return aws.s3_client(
+        region, owner, stream=stream, max_pool_connections=settings.concurrency + 4, tcp_keepalive=True
+    )

@@ -1,4 +1,5 @@
-"""Check a published artifact against its profile: the manifest, then the objects (sizes, or every byte)."""
+"""Check a published artifact against its profile: the manifest, then the objects (what S3 reports of them, or
+every byte)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,11 @@ class VerifyReport:
 
     def render(self, plan: BuildPlan, *, deep: bool) -> str:
         if self.ok and self.manifest is not None:
-            how = "every byte hashed" if deep else "sizes and sha256 metadata checked; --deep hashes every byte"
+            how = (
+                "every byte hashed"
+                if deep
+                else "sizes, sha256 metadata and S3's ETags and checksums checked; --deep hashes every byte"
+            )
             return (
                 f"OK: {self.source} matches profile {plan.profile} (digest {plan.digest}): "
                 f"{len(self.manifest.files)} files, {self.manifest.total_bytes} bytes ({how})\n"

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 
 from charts.model_build_job import profile_of, render_build_job
-from config import DeploymentConfig, ServingProfile, load_config
+from config import DeploymentConfig, ServingProfile, aws, load_config
 from config.bucket_layout import artifact_prefix
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from model_build.artifact import artifact_plan
@@ -40,15 +40,16 @@ class ArtifactCheck:
 
 
 def check_artifact(config: DeploymentConfig, profile: ServingProfile, bucket: str) -> ArtifactCheck:
-    """The cheap verify of the profile's published artifact: its manifest, then each object's size and sha256
-    metadata. A question S3 did not answer (credentials, throttling, network) is a BuildError with exit code 2,
+    """The cheap verify of the profile's published artifact: its manifest, then each object's size, sha256 metadata
+    and what S3 computed of its bytes (ETag recorded at publish, S3's SHA-256), reading no object. A question S3 did not answer (credentials, throttling, network) is a BuildError with exit code 2,
     never a "missing": the caller must not take serving down on an answer it did not get."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     from model_build.store import S3Store, TransferSettings, make_s3_client
 
     plan = artifact_plan(config, profile, bucket=bucket)
-    store = S3Store(make_s3_client(config.region, TransferSettings()), bucket)
+    owner = aws.bucket_owner(bucket, config.region, "configure AWS credentials")
+    store = S3Store(make_s3_client(config.region, TransferSettings(), owner), bucket)
     prefix_url = store.url(artifact_prefix(plan.digest))
     try:
         report = verify_artifact(store, plan)

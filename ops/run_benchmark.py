@@ -105,7 +105,7 @@ def run_bench(
     bucket = config.models_bucket_name(account)
     key = sweep_key(run_id) if sweep else results_key(run_id)
     try:
-        aws.client("s3", config.region).download_file(bucket, key, str(local))
+        aws.s3_client(config.region, account).download_file(bucket, key, str(local))
     except aws.errors() as err:
         raise aws.failure(
             f"job/{job} finished but reading s3://{bucket}/{key}", err, f"see kubectl -n {ns} logs job/{job}"

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from charts.stage_job import HF_TOKEN_SECRET, render_stage_job
-from config import DeploymentConfig, load_config
+from config import DeploymentConfig, aws, load_config
 from config.bucket_layout import checkpoint_prefix, manifest_key
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.checkpoints import select_models
@@ -23,7 +23,8 @@ def unstaged(config: DeploymentConfig, keys: list[str], bucket: str) -> list[str
     """The models among `keys` whose checkpoint has no manifest in the bucket yet."""
     from model_build.store import S3Store, TransferSettings, make_s3_client
 
-    store = S3Store(make_s3_client(config.region, TransferSettings()), bucket)
+    owner = aws.bucket_owner(bucket, config.region, "configure AWS credentials")
+    store = S3Store(make_s3_client(config.region, TransferSettings(), owner), bucket)
     store.ensure_bucket()
     return [
         k

@@ -44,10 +44,12 @@ class WorkloadsStack(Stack):
         bucket = s3.Bucket.from_bucket_name(self, "ModelsBucket", bucket_name)
 
         nag_bucket = config.models_bucket_name("<AWS::AccountId>")
+        endpoint_id = cluster_stack.s3_endpoint.endpoint_id
         self.serving_roles: dict[str, iam.Role] = {}
         self.build_roles: dict[str, iam.Role] = {}
         for profile in config.profiles:
             self.build_roles[profile.name] = self._build_role(config, profile, cluster, bucket, nag_bucket)
+            _require_endpoint(self.build_roles[profile.name], bucket, endpoint_id)
             role = self._identity(
                 config,
                 cluster,
@@ -56,7 +58,7 @@ class WorkloadsStack(Stack):
             )
             prefixes = serving_read_prefixes(config, profile)
             _grant_reads(role, bucket, prefixes)
-            _require_endpoint(role, bucket, cluster_stack.s3_endpoint.endpoint_id)
+            _require_endpoint(role, bucket, endpoint_id)
             acknowledge(
                 role,
                 "IAM5",
@@ -68,6 +70,8 @@ class WorkloadsStack(Stack):
 
         self.stage_role = self._stage_role(config, cluster, bucket, nag_bucket)
         self.bench_role = self._bench_role(config, cluster, bucket, nag_bucket)
+        for writer in (self.stage_role, self.bench_role):
+            _require_endpoint(writer, bucket, endpoint_id)
 
         # One manifest resource per chart group: each stays far below the kubectl handler's 256 KiB event
         # payload (an update carries old and new), and the groups apply after the base (the namespace).
@@ -195,9 +199,11 @@ def _grant_reads(role: iam.Role, bucket: s3.IBucket, prefixes: list[str]) -> Non
 
 
 def _require_endpoint(role: iam.Role, bucket: s3.IBucket, endpoint_id: str) -> None:
-    """The service reads the bucket only through the VPC's S3 gateway endpoint, so its credentials are useless
-    anywhere else and its bytes never cross the NAT gateway. In the role's own policy, not the bucket's: the bucket
-    stack comes before the cluster (and may outlive it), and staging or verifying from a laptop must keep working."""
+    """Every Pod Identity role that touches the bucket (the services that read it; the stage, build and bench Jobs
+    that write it) reaches it only through the VPC's S3 gateway endpoint, so its credentials are useless anywhere
+    else and its bytes never cross the NAT gateway. In the role's own policy, not the bucket's: the bucket stack
+    comes before the cluster (and may outlive it), and staging or verifying from a laptop with the deployer's own
+    credentials must keep working."""
     role.add_to_policy(
         iam.PolicyStatement(
             sid="OnlyThroughTheVpcS3Endpoint",

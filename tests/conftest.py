@@ -230,9 +230,12 @@ def moto_endpoint() -> Iterator[str]:
 
 
 @pytest.fixture
-def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Fake credentials and the loopback endpoint; never a real account."""
+def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Fake credentials and the loopback endpoint; never a real account. Every S3 request our code sends during the
+    test must name moto's account as the bucket owner (tests/expected_owner.py); the test fails at teardown if not."""
     import requests
+
+    from tests.expected_owner import ExpectedOwnerCheck
 
     requests.post(f"{moto_endpoint}/moto-api/reset", timeout=10)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
@@ -240,7 +243,10 @@ def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
-    return moto_endpoint
+    owner = ExpectedOwnerCheck(MOTO_ACCOUNT)
+    owner.install(monkeypatch)
+    yield moto_endpoint
+    assert not owner.missing, "S3 calls of ours without ExpectedBucketOwner: " + "; ".join(owner.missing[:5])
 
 
 @pytest.fixture

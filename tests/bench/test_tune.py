@@ -263,6 +263,21 @@ def test_tune_on_a_run_of_mean_length_2_735_at_k_7_recommends_k_4_within_2_perce
     assert "recommended k (all): 5" in capsys.readouterr().out
 
 
+def test_each_rows_recommended_k_honours_the_tolerance(tmp_path, capsys) -> None:
+    """The table's per-case `rec k` follows --tolerance like the summary does: at 0 it is the argmax (5), at the
+    default 2% the smaller k=4 (a row fixed at the default tolerance would disagree with its own summary)."""
+    from bench.__main__ import main
+
+    path = tmp_path / "r.json"
+    path.write_text(synthetic(2.735, 7, 0.05, metrics=True, is_length=True).model_dump_json())
+    rows = {}
+    for tolerance in ("0", "0.02"):
+        assert main(["tune", str(path), "--cost-ratio", "0.05", "--tolerance", tolerance]) == 0
+        (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("fused ")]
+        rows[tolerance] = row.split()[8]  # variant, case, kind, k, alpha, alpha fit, c run, S(k) now, rec k
+    assert rows == {"0": "5", "0.02": "4"}
+
+
 def test_a_run_the_model_does_not_describe_is_flagged() -> None:
     """Speculative steps as fast as plain ones (c = 0) but --cost-ratio 0.3: the paths still agree, since the
     fit uses the run's own c; a run whose speedup contradicts its acceptance length is what gets flagged."""

@@ -105,6 +105,21 @@ def test_thresholds_follow_the_compiled_batch():
         assert thresholds == {"requests-waiting": "4", "requests-running": "8"}
 
 
+def test_the_waiting_threshold_rounds_down_to_a_whole_request():
+    """0.3 x max_num_seqs 4 = 1.2 waiting requests: KEDA adds a replica above 1, not above 2 (rounding up would let
+    a queue of 2 per replica sit unanswered)."""
+    data = default_config_dict()
+    data["scaling"] = {**data.get("scaling", {}), "waiting_per_replica": 0.3}
+    config = parse_config(data)
+    assert {p.max_num_seqs for p in config.profiles} == {4}
+    objects = of_kind(render_autoscaling(config, QUERY_URL), "ScaledObject")
+    thresholds = {n: {t["name"]: t["metadata"]["threshold"] for t in o["spec"]["triggers"]} for n, o in objects.items()}
+    assert thresholds == {
+        "baseline": {"requests-waiting": "1", "requests-running": "4"},
+        "speculative": {"requests-waiting": "1", "requests-running": "4"},
+    }
+
+
 def test_no_profile_scales_to_zero_and_max_fills_a_fair_share_of_the_devices():
     config = plugin_two_nodes()
     objects = of_kind(render_autoscaling(config, QUERY_URL), "ScaledObject")

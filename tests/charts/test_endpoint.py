@@ -17,7 +17,7 @@ from charts.serving_chart import render_groups
 from config import ConfigError, DeploymentConfig, parse_config
 from config.tags import DEPLOYMENT_TAG_KEY
 from tests.charts.conftest import TEST_BUCKET, of_kind
-from tests.conftest import THREE_PROFILE_CONFIGS, default_config_dict
+from tests.conftest import THREE_PROFILE_CONFIGS, default_config_dict, readme_spec_k5_config_dict
 
 
 def with_endpoint(**endpoint: Any) -> dict[str, Any]:
@@ -194,3 +194,36 @@ def test_a_weighted_arm_must_serve_the_baselines_model() -> None:
     data["trn2_nodes"]["max_size"] = 2
     with pytest.raises(ConfigError, match="one endpoint serves one model name"):
         parse_config(data)
+
+
+def _static(config: DeploymentConfig) -> dict[str, Any]:
+    return yaml.safe_load(envoy_config_text(render_serving(config, TEST_BUCKET)))["static_resources"]
+
+
+def test_the_sticky_header_is_the_one_the_config_names() -> None:
+    """The arm is picked by hash of `endpoint.sticky_header` (Envoy's use_hash_policy), not of the default."""
+    config = parse_config(with_endpoint(weights={"baseline": 50, "speculative": 50}, sticky_header="x-user"))
+    api = _static(config)["listeners"][0]
+    routes = api["filter_chains"][0]["filters"][0]["typed_config"]["route_config"]["virtual_hosts"][0]["routes"]
+    split = next(r for r in routes if "weighted_clusters" in r.get("route", {}))["route"]
+    assert split["hash_policy"] == [{"header": {"header_name": "x-user"}}]
+    assert split["weighted_clusters"]["use_hash_policy"] is True
+
+
+def test_with_three_arms_a_spilling_or_dead_arm_fails_over_to_the_baseline_first() -> None:
+    """50/25/25 over baseline, speculative and spec-k5: each speculative arm's aggregate tries the arm, then the
+    baseline (where spilled load belongs), and only then the other speculative arm; the baseline's own aggregate
+    tries the arms after itself."""
+    data = readme_spec_k5_config_dict()
+    data["endpoint"] = {**data["endpoint"], "weights": {"baseline": 50, "speculative": 25, "spec-k5": 25}}
+    clusters = {c["name"]: c for c in _static(parse_config(data))["clusters"]}
+    order = {
+        name.removesuffix("-arm"): c["cluster_type"]["typed_config"]["clusters"]
+        for name, c in clusters.items()
+        if name.endswith("-arm")
+    }
+    assert order == {
+        "baseline": ["baseline", "speculative", "spec-k5"],
+        "speculative": ["speculative-gated", "baseline", "spec-k5"],
+        "spec-k5": ["spec-k5-gated", "baseline", "speculative"],
+    }

@@ -393,6 +393,9 @@ NON_DECODING_CHANGES = {
     ].update(count=16),
     "replicas": lambda objs: _one(objs, "Deployment")["spec"].update(replicas=2),
     "mount options": lambda objs: _one(objs, "PersistentVolume")["spec"]["mountOptions"].append("allow-other"),
+    "container resources": lambda objs: _one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0][
+        "resources"
+    ]["requests"].update(cpu="90"),
 }
 
 

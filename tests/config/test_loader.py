@@ -91,6 +91,24 @@ def test_oversized_file_is_refused(tmp_path):
     assert "bytes; a config is at most" in problem
 
 
+def _bytes_read_by_this_process() -> int:
+    """rchar from /proc/self/io: every byte this process got from read(2), page cache or not (Linux)."""
+    line = next(x for x in Path("/proc/self/io").read_text().splitlines() if x.startswith("rchar:"))
+    return int(line.split()[1])
+
+
+def test_a_64_mib_sparse_file_is_refused_by_its_size_without_being_read(tmp_path):
+    """The bound is checked on the file's size before reading: a sparse 64 MiB file takes no disk, so only the
+    bytes read show whether the loader read it first (it read the whole file, then compared its length)."""
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as f:
+        f.truncate(64 * 1024 * 1024)
+    before = _bytes_read_by_this_process()
+    with pytest.raises(ConfigError, match=f"is {64 * 1024 * 1024} bytes; a config is at most"):
+        load_config(big)
+    assert _bytes_read_by_this_process() - before < 1024 * 1024
+
+
 def _run_app(*context: str, overflow: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run app.py as the CDK CLI does: `-c key=value` arrives through CDK_CONTEXT_JSON (and what does not fit
     there in the overflow file). No Node.js on PATH: a config error must be reported before jsii starts."""

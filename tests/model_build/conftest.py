@@ -32,9 +32,20 @@ def nxdi_recorded() -> dict[str, Any]:
 
 @pytest.fixture
 def s3(aws_env: str) -> Any:
+    """The tests' S3 client, made as our commands make theirs (tests wrap it in FaultyClient and hand it to stores)."""
+    return our_s3_client()
+
+
+def our_s3_client() -> Any:
+    """An S3 client whose every call names moto's account as the bucket owner, as config.aws.s3_client's do (with
+    botocore's default timeouts: tests that cut config.aws's bounds must not cut this one's)."""
     import boto3
 
-    return boto3.client("s3", region_name="us-east-2")
+    from config import aws
+
+    client = boto3.client("s3", region_name="us-east-2")
+    aws.expect_owner(client, MOTO_ACCOUNT)
+    return client
 
 
 @pytest.fixture
@@ -47,7 +58,7 @@ def bucket(s3: Any, default_config: DeploymentConfig) -> str:
 @pytest.fixture
 def make_store(s3: Any, bucket: str) -> Callable[..., S3Store]:
     def make(client: Any = None, settings: TransferSettings = SMALL) -> S3Store:
-        return S3Store(client or s3, bucket, settings, stream=io.StringIO())
+        return S3Store(client or our_s3_client(), bucket, settings, stream=io.StringIO())
 
     return make
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -107,6 +109,50 @@ def test_same_size_corruption_needs_deep(mounted, plans, capsys):
     assert _run(capsys, mounted, plans["speculative"].expected())[0] == 0
     code, text = _run(capsys, mounted, plans["speculative"].expected(), "--deep")
     assert code == 1 and f"{FILE}: sha256 is" in text
+
+
+PUBLISHED_AT = 1_790_000_000  # the S3 Last-Modified publish recorded; Mountpoint shows it as each file's mtime
+
+
+@pytest.fixture
+def stamped(mounted: Path) -> Path:
+    """The mount as Mountpoint shows a current publish: every file's mtime is the Last-Modified in the manifest."""
+    manifest = Manifest.from_json((mounted / MANIFEST_NAME).read_text())
+    files = [dataclasses.replace(f, etag="0" * 32, mtime=PUBLISHED_AT) for f in manifest.files]
+    for f in files:
+        os.utime(mounted / f.path, (PUBLISHED_AT, PUBLISHED_AT))
+    (mounted / MANIFEST_NAME).write_text(dataclasses.replace(manifest, files=files).to_json())
+    return mounted
+
+
+def _bytes_read() -> int:
+    return int(next(x for x in Path("/proc/self/io").read_text().splitlines() if x.startswith("rchar:")).split()[1])
+
+
+def test_a_same_size_replacement_after_publish_fails_without_deep(stamped, plans, capsys):
+    """S3 gives a replaced object a new Last-Modified: that file (only) is hashed, and its bytes are not listed."""
+    path = stamped / FILE
+    data = bytearray(path.read_bytes())
+    data[0] ^= 1
+    path.write_bytes(bytes(data))
+    os.utime(path, (PUBLISHED_AT + 3600, PUBLISHED_AT + 3600))
+    code, text = _run(capsys, stamped, plans["speculative"].expected())
+    assert code == 1
+    assert (
+        f"{FILE}: written again after publish (S3 time {PUBLISHED_AT + 3600}, manifest recorded {PUBLISHED_AT})" in text
+    )
+    assert "corrupted or replaced" in text
+
+
+def test_a_byte_identical_re_send_passes_and_unchanged_files_are_not_read(stamped, plans, capsys):
+    """publish restoring a deleted object gives it a new Last-Modified but the same bytes: hashed, accepted. The
+    files whose S3 time is the recorded one are not read at all (the 12 MiB one would show)."""
+    os.utime(stamped / "model.pt", (PUBLISHED_AT + 60, PUBLISHED_AT + 60))
+    before = _bytes_read()
+    code, text = _run(capsys, stamped, plans["speculative"].expected())
+    read = _bytes_read() - before
+    assert code == 0, text
+    assert (stamped / "model.pt").stat().st_size <= read < (stamped / FILE).stat().st_size
 
 
 def test_unreadable_manifest_and_bad_arguments(mounted, plans, capsys):

@@ -14,7 +14,7 @@ from model_build.cli import main
 from model_build.errors import BuildError
 from model_build.manifest import Manifest
 from tests.iam_check import S3Calls, denied, statements_by_service_account
-from tests.model_build.conftest import MIB, MOTO_ACCOUNT, FaultyClient, write_tree
+from tests.model_build.conftest import MIB, MOTO_ACCOUNT, FaultyClient, our_s3_client, write_tree
 
 SNAPSHOT = {
     "config.json": 700,
@@ -88,11 +88,10 @@ def test_without_huggingface_hub_the_command_says_what_to_install(bucket, capsys
 
 def test_the_stage_role_allows_every_s3_call_of_staging(synth, default_config, make_store, bucket, tmp_path, aws_env):
     """An interrupted staging run and its resumption, call by call against the staging Job's synthesized role."""
-    import boto3
 
     from charts.stage_job import STAGE_SERVICE_ACCOUNT
 
-    client = boto3.client("s3", region_name="us-east-2")
+    client = our_s3_client()
     calls = S3Calls(client)
     keys = select_models(default_config, None)
     hub = _fake_hub(tmp_path, [])

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from model_build.cli import main
-from tests.conftest import ROOT
+from tests.conftest import EXAMPLE_ACCOUNT, ROOT
 from tests.model_build.conftest import MOTO_ACCOUNT, fake_compile
 from tests.silent_endpoint import SHOWN, attempts_shown
 
@@ -79,10 +79,11 @@ def test_bad_numbers_are_one_usage_line(flag, value, capsys):
 
 
 def test_a_silent_s3_endpoint_fails_at_the_one_bucket_check_with_each_attempt_shown(silent_aws, capsys):
-    assert main(["--bucket", "some-bucket", "verify", "baseline"]) == 2
+    bucket = f"trn-specdec-models-{EXAMPLE_ACCOUNT}-us-east-2"  # its name says its owner: no STS call first
+    assert main(["--bucket", bucket, "verify", "baseline"]) == 2
     err = capsys.readouterr().err
     assert attempts_shown(err) == SHOWN and err.count("HeadBucket") == 4  # three attempt lines and the sentence
-    assert "error: HeadBucket some-bucket: AWS did not answer" in err and "Traceback" not in err
+    assert f"error: HeadBucket {bucket}: AWS did not answer" in err and "Traceback" not in err
 
 
 def test_a_command_asks_headbucket_once(tmp_path, plans, bucket, monkeypatch, capsys):

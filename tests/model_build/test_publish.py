@@ -17,7 +17,7 @@ from model_build.store import MIB, TransferSettings
 from model_build.uploader import HASH_CACHE_NAME
 from model_build.verify import verify_artifact
 from tests.iam_check import S3Calls, denied, statements_by_service_account
-from tests.model_build.conftest import MOTO_ACCOUNT, FaultyClient, fake_compile, tree_bytes
+from tests.model_build.conftest import MOTO_ACCOUNT, FaultyClient, fake_compile, our_s3_client, tree_bytes
 
 
 @pytest.fixture
@@ -244,9 +244,8 @@ def test_a_publisher_stops_writing_once_another_commits_the_prefix(
 def test_the_build_role_allows_every_s3_call_of_publish_and_verify(synth, compiled, plans, make_store, aws_env):
     """What the build Job runs (an interrupted publish, its resumption, verify --deep), checked call by call
     against the synthesized Pod Identity role of that profile's build service account."""
-    import boto3
 
-    client = boto3.client("s3", region_name="us-east-2")
+    client = our_s3_client()
     calls = S3Calls(client)
     plan = plans["speculative"]
     with pytest.raises(BuildError):
@@ -262,7 +261,8 @@ def test_the_build_role_allows_every_s3_call_of_publish_and_verify(synth, compil
 @pytest.mark.parametrize("path", ["neuron_config.json", "weights/tp0_sharded_checkpoint.safetensors"])
 def test_republish_over_a_prefix_damaged_at_the_same_size_reports_it(compiled, plans, make_store, s3, bucket, path):
     """An object replaced by other bytes of the same size, sha256 metadata kept (a single PUT and a 3-part
-    upload): publish names it and fails, where it used to say "already published"."""
+    upload): publish names it and fails, where it used to say "already published"; the shallow verify (make build's)
+    sees it too, from the ETag the manifest recorded, without reading the object."""
     plan = plans["speculative"]
     publish_artifact(make_store(), plan, compiled)
     key = artifact_prefix(plan.digest) + path
@@ -270,7 +270,8 @@ def test_republish_over_a_prefix_damaged_at_the_same_size_reports_it(compiled, p
     good = (compiled / path).read_bytes()
     damaged = bytes([good[0] ^ 0xFF]) + good[1:]
     s3.put_object(Bucket=bucket, Key=key, Body=damaged, Metadata=head["Metadata"])
-    assert verify_artifact(make_store(), plan).ok  # sizes and metadata still look right
+    shallow = verify_artifact(make_store(), plan)  # sizes and metadata look right; S3's ETag does not
+    assert [p for p in shallow.problems if p.startswith(f"{path}: S3 ETag is")], shallow.problems
     with pytest.raises(BuildError, match=f"{path}: S3 ETag .* differs from the local bytes") as err:
         publish_artifact(make_store(), plan, compiled)
     assert err.value.code == 1 and "already published" not in str(err.value)

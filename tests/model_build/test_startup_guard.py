@@ -2,7 +2,8 @@
 
 The guard runs as the pod runs it (`python3 startup_guard.py ... -- <command>`), around a stand-in vLLM that is a
 real process serving real HTTP on loopback: one that only serves (a cache hit), one that writes a new file into the
-compile cache first (a miss storing its NEFF), one that starts a `neuronx-cc` process (a compile under way).
+compile cache first (a miss storing its NEFF), one that starts a `neuronx-cc` process (a compile under way), either
+directly or three processes down, as vLLM's engine core and its compile workers do.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ if mode == "writes-cache":
     (cache / "9f8e7d6c" / "model.neff").write_bytes(b"neff")
 if mode == "runs-compiler":
     subprocess.Popen([compiler, "compile", "graph.hlo"])
+if mode == "runs-compiler-deep":
+    # As vLLM does: the API server starts an engine-core process, whose compile worker runs the compiler.
+    worker = "import subprocess, sys, time; subprocess.Popen(sys.argv[1:]); time.sleep(60)"
+    engine = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {worker!r}, *sys.argv[1:]]); time.sleep(60)"
+    subprocess.Popen([sys.executable, "-c", engine, compiler, "compile", "graph.hlo"])
 if mode != "hit":
     time.sleep(60)  # a compile takes long: the guard must stop it before it would serve
 class Health(http.server.BaseHTTPRequestHandler):
@@ -90,11 +96,17 @@ def test_a_server_that_loads_its_cache_serves_and_stops_with_the_pod(tmp_path):
     [
         ("writes-cache", "vLLM wrote 1 new files to the compile cache"),
         ("runs-compiler", "(neuronx-cc) runs under vLLM"),
+        ("runs-compiler-deep", "(neuronx-cc) runs under vLLM"),  # a great-grandchild of vLLM's first process
     ],
 )
 def test_a_server_that_compiles_during_start_up_is_stopped_with_a_sentence(tmp_path, mode, seen):
     guard, root = start(tmp_path, mode)
-    _, err = guard.communicate(timeout=60)
+    try:
+        _, err = guard.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        guard.terminate()  # it forwards SIGTERM to vLLM's process group: nothing is left running
+        guard.communicate(timeout=60)
+        pytest.fail("the guard did not stop a server that compiles")
     assert guard.returncode == 1
     assert "FAIL: profile eagle3 started to compile instead of loading the published cache" in err
     assert seen in err

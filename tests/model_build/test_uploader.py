@@ -16,7 +16,14 @@ from config.exit_codes import EXIT_FAILED
 from model_build.errors import BuildError
 from model_build.store import MIB, PART_CHECKSUM, S3Store, TransferSettings, make_s3_client
 from model_build.uploader import HASH_CACHE_NAME, Uploader, list_tree
-from tests.model_build.conftest import ARTIFACT_FILES, SMALL, FaultyClient, tree_bytes, write_tree
+from tests.model_build.conftest import (
+    ARTIFACT_FILES,
+    MOTO_ACCOUNT,
+    SMALL,
+    FaultyClient,
+    tree_bytes,
+    write_tree,
+)
 from tests.silent_endpoint import SHOWN, attempts_shown, refused_port, silent_server
 
 PREFIX = "artifacts/test/"
@@ -278,7 +285,7 @@ def test_an_upload_to_an_endpoint_that_does_not_answer_fails_with_each_attempt_s
         port = port if endpoint == "silent" else refused_port()
         monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
         settings = TransferSettings(concurrency=1)
-        store = S3Store(make_s3_client("us-east-2", settings, out), "bucket-x", settings, stream=out)
+        store = S3Store(make_s3_client("us-east-2", settings, MOTO_ACCOUNT, out), "bucket-x", settings, stream=out)
         with pytest.raises(
             BuildError, match=r"S3 did not answer for s3://bucket-x/a/ .*3 attempts.*Nothing was published"
         ):
@@ -308,7 +315,7 @@ def test_s3_going_silent_once_the_upload_started_fails_it_with_each_attempt_show
     settings = TransferSettings(concurrency=1)
     with silent_server() as port:
         monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
-        client = _SilentAfterListing(s3, make_s3_client("us-east-2", settings, out))
+        client = _SilentAfterListing(s3, make_s3_client("us-east-2", settings, MOTO_ACCOUNT, out))
         with pytest.raises(
             BuildError, match=r"uploading weights.bin to s3://.*: S3 did not answer .*3 attempts.*re-run"
         ):

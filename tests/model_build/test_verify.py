@@ -10,7 +10,8 @@ import pytest
 from config.bucket_layout import MANIFEST_NAME, artifact_prefix
 from model_build.cli import main
 from model_build.publish import publish_artifact
-from tests.model_build.conftest import fake_compile
+from model_build.verify import verify_artifact
+from tests.model_build.conftest import fake_compile, our_s3_client
 
 FILE = "weights/tp0_sharded_checkpoint.safetensors"
 
@@ -52,16 +53,82 @@ def test_a_truncated_object_is_named_by_the_cheap_and_the_deep_check(published, 
     assert "truncated" in _verify(capsys, "--deep")[2]
 
 
-def test_corrupted_bytes_behind_intact_metadata_are_caught_only_by_deep(published, s3, bucket, capsys):
-    key = artifact_prefix(published.digest) + FILE
+def _reads(client) -> list[tuple[str, str]]:
+    """Every (operation, key) the client sends, recorded as botocore builds each request."""
+    seen: list[tuple[str, str]] = []
+    client.meta.events.register(
+        "before-parameter-build.s3", lambda model, params, **_: seen.append((model.name, params.get("Key", "")))
+    )
+    return seen
+
+
+@pytest.mark.parametrize("path", ["neuron_config.json", FILE])  # a single PUT and a 3-part upload
+def test_a_same_size_replacement_is_caught_by_the_shallow_check_without_reading_objects(
+    published, s3, bucket, make_store, path
+):
+    """Other bytes of the same size with the sha256 metadata copied: the sizes and metadata look right, but the
+    ETag S3 computed for the new object is not the one the manifest recorded at publish. Only HEADs and a listing:
+    the one object read is the manifest."""
+
+    key = artifact_prefix(published.digest) + path
     head = s3.head_object(Bucket=bucket, Key=key)
     data = bytearray(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
     data[len(data) // 2] ^= 0xFF  # one flipped byte, same size, same metadata
     s3.put_object(Bucket=bucket, Key=key, Body=bytes(data), Metadata=head["Metadata"])
-    assert _verify(capsys)[0] == 0
+    client = our_s3_client()
+    sent = _reads(client)
+    report = verify_artifact(make_store(client), published)
+    assert [p for p in report.problems if p.startswith(f"{path}: S3 ETag is")], report.problems
+    assert "--deep tells which" in report.problems[0]
+    assert {op for op, k in sent if op == "GetObject" or k == key} == {"GetObject", "HeadObject"}
+    assert [k for op, k in sent if op == "GetObject"] == [artifact_prefix(published.digest) + MANIFEST_NAME]
+
+
+def test_a_replacement_that_carries_its_own_sha256_is_caught_by_s3s_checksum(published, s3, bucket, make_store):
+    """A single PUT stores S3's own SHA-256 of the bytes (ChecksumMode=ENABLED returns it): compared with the
+    manifest's sha256 directly, whatever the metadata claims."""
+    import base64
+    import hashlib
+
+    key = artifact_prefix(published.digest) + "neuron_config.json"
+    head = s3.head_object(Bucket=bucket, Key=key)
+    data = b"{" + b" " * (head["ContentLength"] - 2) + b"}"
+    checksum = base64.b64encode(hashlib.sha256(data).digest()).decode()
+    s3.put_object(
+        Bucket=bucket,
+        Key=key,
+        Body=data,
+        Metadata=head["Metadata"],
+        ChecksumAlgorithm="SHA256",
+        ChecksumSHA256=checksum,
+    )
+    report = verify_artifact(make_store(), published)
+    (problem,) = report.problems
+    assert problem.startswith(
+        "neuron_config.json: S3's own SHA-256 of the object is " + hashlib.sha256(data).hexdigest()
+    )
+
+
+def test_corrupted_bytes_are_named_by_the_deep_check_with_how_to_fix(published, s3, bucket, capsys):
+    key = artifact_prefix(published.digest) + FILE
+    head = s3.head_object(Bucket=bucket, Key=key)
+    data = bytearray(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    data[len(data) // 2] ^= 0xFF
+    s3.put_object(Bucket=bucket, Key=key, Body=bytes(data), Metadata=head["Metadata"])
     code, _, err = _verify(capsys, "--deep")
     assert code == 1 and f"{FILE}: content sha256" in err and "corrupted" in err
     assert "aws s3 rm" in err  # publish would not re-send it on its own; the fix says so
+
+
+def test_a_manifest_from_before_the_stamps_still_verifies(published, s3, bucket, make_store):
+    """Manifests published before ETag and Last-Modified were recorded have none: nothing to compare, no failure."""
+    key = artifact_prefix(published.digest) + MANIFEST_NAME
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    assert all(f["etag"] and f["mtime"] > 0 for f in manifest["files"])
+    for f in manifest["files"]:
+        del f["etag"], f["mtime"]
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(manifest).encode())
+    assert verify_artifact(make_store(), published).ok
 
 
 def test_the_deep_fix_works_delete_then_republish(published, s3, bucket, capsys, tmp_path):

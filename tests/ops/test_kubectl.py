@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from config import load_config
+from config import aws, load_config
 from config.bucket_layout import MANIFEST_NAME, artifact_prefix, checkpoint_prefix, results_key
 from model_build.errors import BuildError
 from model_build.plan import build_plan
@@ -290,12 +290,11 @@ def test_resumed_is_said_only_when_kubectl_did_it(aws_env, fake_cluster, fake_ku
 
 def _publish_artifact(tmp_path: Path, profile: str) -> tuple[S3Store, str]:
     """A (fake) compiled artifact of `profile`, published to the models bucket: (store, artifact prefix)."""
-    import boto3
 
     config = load_config()
     plan = build_plan(config, config.profile(profile), bucket=config.models_bucket_name(MOTO_ACCOUNT))
     fake_compile(tmp_path / profile, plan, files={"neuron_config.json": 200, "model.pt": 3000, "weights/tp0.st": 5000})
-    store = S3Store(boto3.client("s3", region_name=config.region), plan.bucket or "", SMALL)
+    store = S3Store(aws.s3_client(config.region, MOTO_ACCOUNT), plan.bucket or "", SMALL)
     publish_artifact(store, plan, tmp_path / profile)
     return store, artifact_prefix(plan.digest)
 

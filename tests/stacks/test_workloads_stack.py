@@ -111,7 +111,8 @@ def test_bench_role_publishes_only_in_its_namespace_and_writes_only_results(synt
     }
     (put,) = [s for s in statements if "s3:PutObject" in _actions(s)]
     assert json.dumps(put["Resource"]).endswith('/results/*"]]}')
-    assert all(a in {"cloudwatch:PutMetricData", "s3:PutObject"} for s in statements for a in _actions(s))
+    allowed = [a for s in statements if s["Effect"] == "Allow" for a in _actions(s)]
+    assert set(allowed) == {"cloudwatch:PutMetricData", "s3:PutObject"}
 
 
 def _template_bytes(synth, suffix: str) -> int:
@@ -142,17 +143,20 @@ def test_the_app_reports_a_template_over_the_limit_as_a_sentence(tmp_path):
     assert "stack A-Workloads synthesizes a 1,000,001-byte template" in problem and "remove profiles" in problem
 
 
-def test_each_service_role_reads_the_bucket_only_through_the_vpc_s3_endpoint(synth):
-    """A serving role's S3 calls from anywhere but the cluster's gateway endpoint are denied; the stage, build and
-    bench roles (and the deployer's own credentials, which stage and verify from outside) are not restricted."""
+def test_every_role_that_reads_or_writes_the_bucket_reaches_it_only_through_the_vpc_s3_endpoint(synth):
+    """Serving, stage, build and bench roles: S3 calls from anywhere but the cluster's gateway endpoint are denied
+    (the deployer's own credentials, which stage and verify from outside, are not these roles)."""
     (endpoint_id,) = synth.resources("Cluster", "AWS::EC2::VPCEndpoint")
     policies = statements_by_service_account(synth)
-    for account, statements in policies.items():
-        denies = [s for s in statements if s["Effect"] == "Deny"]
-        if not account.endswith("-vllm"):
-            assert denies == [], account
-            continue
-        (deny,) = denies
-        assert _actions(deny) == ["s3:*"]
-        assert endpoint_id in json.dumps(deny["Condition"]["StringNotEquals"]["aws:SourceVpce"])
+    bucket_users = {
+        account
+        for account, statements in policies.items()
+        if any(a.startswith("s3:") for s in statements if s["Effect"] == "Allow" for a in _actions(s))
+    }
+    profiles = [p.name for p in synth.config.profiles]
+    assert len(bucket_users) == 2 * len(profiles) + 2  # vLLM and build per profile, stage, bench
+    for account in bucket_users:
+        (deny,) = [s for s in policies[account] if s["Effect"] == "Deny"]
+        assert _actions(deny) == ["s3:*"], account
+        assert endpoint_id in json.dumps(deny["Condition"]["StringNotEquals"]["aws:SourceVpce"]), account
         assert len(deny["Resource"]) == 2  # the bucket and every object in it
