@@ -46,16 +46,19 @@ def client(service: str, region: str | None, *, stream: TextIO | None = None, **
     return made
 
 
-def s3_client(region: str | None, owner: str, *, stream: TextIO | None = None, **extra: Any) -> Any:
+def s3_client(region: str | None, owner: str | None, *, stream: TextIO | None = None, **extra: Any) -> Any:
     """The bounded S3 client, every call of which carries ExpectedBucketOwner=`owner` (x-amz-expected-bucket-owner):
     S3 refuses the call with 403 when another account owns the bucket, so a bucket of our name created elsewhere (after
     ours was deleted, or before it was made) never receives our artifacts or serves us its bytes. Every S3 operation
-    we call takes the parameter (botocore's S3 model); the hook fills it where the operation's input has it."""
+    we call takes the parameter (botocore's S3 model); the hook fills it where the operation's input has it.
+    `owner` None: the caller names the owner on each call itself (the preflight, which learns the account from STS
+    inside its deadline, after its clients are made)."""
     import boto3
 
     made = boto3.client("s3", region_name=region, config=bounded_config(**extra))
     announce_retries(made, stream)
-    expect_owner(made, owner)
+    if owner is not None:
+        expect_owner(made, owner)
     return made
 
 

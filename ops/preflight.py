@@ -73,7 +73,9 @@ class Skipped(Exception):
 
 def clients(region: str, stream: TextIO) -> dict[str, Any]:
     """The bounded clients (config/aws.py), made here in one thread: boto3's default session is not thread-safe."""
-    return {service: aws.client(service, region, stream=stream) for service in SERVICES}
+    made = {service: aws.client(service, region, stream=stream) for service in SERVICES if service != "s3"}
+    # The account is not known yet (STS answers inside the deadline): the bucket check names it on its one call.
+    return {**made, "s3": aws.s3_client(region, None, stream=stream)}
 
 
 class Preflight:
@@ -202,6 +204,11 @@ class Preflight:
             problems.append(
                 f"it is in {block['AvailabilityZone']}, trn2_nodes.availability_zone is {t.availability_zone}: set it "
                 "to the block's zone"
+            )
+        if t.capacity_block_instances is not None and block["TotalInstanceCount"] != t.capacity_block_instances:
+            problems.append(
+                f"it holds {block['TotalInstanceCount']} instances, trn2_nodes.capacity_block_instances is "
+                f"{t.capacity_block_instances}: set it to {block['TotalInstanceCount']}"
             )
         if block["TotalInstanceCount"] < t.max_size:
             problems.append(

@@ -42,17 +42,22 @@ def config_with(**trn2: Any) -> DeploymentConfig:
 
 
 def capacity_block_config(**extra: Any) -> DeploymentConfig:
+    """A one-instance block whose ceiling is its size (a block cannot grow past its reservation)."""
     return config_with(
-        capacity_type="CAPACITY_BLOCK",
-        capacity_reservation_id="cr-0123456789abcdef0",
-        availability_zone="us-east-2b",
-        **extra,
+        **{
+            "capacity_type": "CAPACITY_BLOCK",
+            "capacity_reservation_id": "cr-0123456789abcdef0",
+            "availability_zone": "us-east-2b",
+            "capacity_block_instances": 1,
+            "max_size": 1,
+            **extra,
+        }
     )
 
 
 def make(config: DeploymentConfig, **stubbed: Any) -> Preflight:
     """Bounded clients (config/aws.py) on the moto endpoint, with `stubbed` services replaced."""
-    clients = {s: stubbed.get(s) or config_aws.client(s, REGION) for s in preflight.SERVICES}
+    clients = {**preflight.clients(REGION, sys.stderr), **stubbed}  # the command's own clients, some replaced
     checker = Preflight(config, clients, sts=config_aws.client("sts", REGION), now=NOW, offline=True)
     checker.account = MOTO_ACCOUNT
     return checker
@@ -64,7 +69,7 @@ def stub() -> Iterator[Any]:
     stubbers: list[Stubber] = []
 
     def make_stub(service: str) -> tuple[Any, Stubber]:
-        client = config_aws.client(service, REGION)
+        client = config_aws.s3_client(REGION, None) if service == "s3" else config_aws.client(service, REGION)
         stubber = Stubber(client)
         stubber.activate()
         stubbers.append(stubber)
@@ -133,7 +138,7 @@ def test_a_silent_endpoint_ends_at_the_deadline_with_a_sentence(silent_aws, monk
 def test_trn_quota_below_what_the_node_group_needs_fails_naming_both(stub):
     sq, s = stub("service-quotas")
     s.add_response("get_service_quota", quota("ec2", "L-2C3B7624", "Running On-Demand Trn instances", 96.0))
-    with pytest.raises(Failed, match=r"is 96 vCPUs, but trn2_nodes.max_size=1 x trn2.48xlarge \(192 vCPUs\) needs 192"):
+    with pytest.raises(Failed, match=r"is 96 vCPUs, but trn2_nodes.max_size=2 x trn2.48xlarge \(192 vCPUs\) needs 384"):
         make(config_with(), **{"service-quotas": sq}).trn_quota()
 
 
@@ -224,6 +229,7 @@ def test_an_active_capacity_block_in_the_zone_passes(stub):
         (block(EndDate=NOW + timedelta(minutes=30)), "it ends in 30 minutes"),
         (block(State="expired", EndDate=NOW - timedelta(hours=1)), "its state is 'expired'"),
         (block(InstanceType="trn2.3xlarge"), "it holds trn2.3xlarge"),
+        (block(TotalInstanceCount=2), "it holds 2 instances, trn2_nodes.capacity_block_instances is 1: set it to 2"),
     ],
 )
 def test_a_capacity_block_that_cannot_run_the_node_fails_with_why(stub, answer, sentence):
@@ -476,7 +482,7 @@ def test_the_run_gives_one_result_per_check(aws_env, stub):
     # quota code asked for, not by call order; each is validated against botocore's model by a Stubber first.
     sq = config_aws.client("service-quotas", REGION)
     answers = {
-        "L-2C3B7624": quota("ec2", "L-2C3B7624", "Running On-Demand Trn instances", 192),
+        "L-2C3B7624": quota("ec2", "L-2C3B7624", "Running On-Demand Trn instances", 384),
         "L-F678F1CE": quota("vpc", "L-F678F1CE", "VPCs per Region", 5),
         "L-0263D0A3": quota("ec2", "L-0263D0A3", "EC2-VPC Elastic IPs", 5),
         "L-FE5A380F": quota("vpc", "L-FE5A380F", "NAT gateways per Availability Zone", 5),
