@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import cdk8s
@@ -100,17 +100,7 @@ RUN = BenchMode(
 )
 # The lossless check (`bench run --lossless`, batch size 1), which publishes nothing to CloudWatch, so its latencies
 # never mix with the benchmark's on the dashboard.
-LOSSLESS = BenchMode(
-    command="run",
-    run_id_prefix="lossless-",
-    deadline=BENCH_DEADLINE,
-    out_file=lambda run_id: f"{run_id}.json",
-    flags=lambda run_id: ["--lossless"],
-    upload=results_key,
-    results_key=results_key,
-    report="report",
-    report_reads_config=False,
-)
+LOSSLESS = replace(RUN, run_id_prefix="lossless-", flags=lambda run_id: ["--lossless"])
 # The load sweep (`bench sweep`): the sweep file, report.md, crossover.json and the peer files go to
 # s3://<bucket>/results/<run id>/ (crossover.json also to results/crossover.json, for the spill threshold), the
 # crossovers and best goodput to CloudWatch. No plots there (matplotlib is not installed in the Job): `make
