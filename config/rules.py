@@ -191,12 +191,12 @@ def driver_problems(config: DeploymentConfig) -> list[str]:
     driver is known here to serve both; none known here does yet, so such a config is refused.
     """
     problems: list[str] = []
-    stacks = {p.image.stack: stack_named(p.image.stack) for p in config.profiles}
-    needed = max(s.MIN_DRIVER for s in stacks.values())
+    stacks = sorted({stack_named(p.image.stack) for p in config.profiles}, key=lambda s: s.NAME)
+    needed = max(s.MIN_DRIVER for s in stacks)
     release = config.trn2_nodes.ami_release_version
     driver = ami_driver(release.rsplit("-", 1)[1]) if release else None
     if len(stacks) > 1 and (driver is None or driver < needed):
-        names = " and ".join(f"{name} (driver {driver_text(s.MIN_DRIVER)}+)" for name, s in sorted(stacks.items()))
+        names = " and ".join(f"{s.NAME} (driver {driver_text(s.MIN_DRIVER)}+)" for s in stacks)
         if release is None:
             pinned = "trn2_nodes.ami_release_version is null (the latest AMI, whose driver is not known here)"
         else:
@@ -211,7 +211,7 @@ def driver_problems(config: DeploymentConfig) -> list[str]:
     elif driver is not None and driver < needed:
         problems.append(
             f"trn2_nodes.ami_release_version={release!r} ships Neuron driver {driver_text(driver)}, older than "
-            f"the {driver_text(needed)} the {', '.join(sorted(stacks))} images were released with; pin a newer "
+            f"the {driver_text(needed)} the {', '.join(s.NAME for s in stacks)} images were released with; pin a newer "
             "release or leave ami_release_version: null (the latest)"
         )
     return problems

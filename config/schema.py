@@ -12,7 +12,7 @@ import ipaddress
 import re
 from datetime import datetime
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -42,7 +42,7 @@ from config.rules import endpoint_problems, model_problems, node_group_problems,
 from config.scaling import ScalingConfig, scaling_problems
 from config.speculation import K_MAX, K_MIN, K_RANGE
 from config.tags import DEPLOYMENT_TAG_KEY, PROJECT_TAG_KEY, PROJECT_TAG_VALUE
-from serving_stacks import DEFAULT_IMAGE_TAG, catalogue, stack_serving
+from serving_stacks import DEFAULT_IMAGE_TAG, SPECULATIVE_METHODS, STACKS, catalogue, stack_serving
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$")]
 ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
@@ -133,11 +133,18 @@ class NoSpeculation(_Strict):
     method: Literal["none"] = "none"
 
 
+# The methods as a Literal built from the stacks' METHODS (pydantic's tagged union needs a Literal; mypy reads a str).
+if TYPE_CHECKING:
+    SpeculativeMethod = str
+else:
+    SpeculativeMethod = Literal[SPECULATIVE_METHODS]
+
+
 class DraftSpeculation(_Strict):
     """A draft model proposes k tokens that the target verifies in one step."""
 
-    method: Literal["fused-draft", "eagle3", "dflash"] = Field(
-        description="fused-draft: NxDI fused draft model (legacy-v0 stack); eagle3, dflash: vllm-neuron stack."
+    method: SpeculativeMethod = Field(
+        description="; ".join(f"{', '.join(m for m in s.METHODS if m != 'none')}: {s.NAME} stack" for s in STACKS)
     )
     draft: Name = Field(description="Key of the draft (a draft model, EAGLE3 head or DFlash drafter) in `models`.")
     num_speculative_tokens: int = Field(description=f"k, tokens proposed per target step ({K_MIN}..{K_MAX}).")

@@ -21,6 +21,7 @@ from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, POD_LABEL, PROFILE_LABEL, SCRAPE_JOB, VLLM_METRIC_PREFIXES
 from config.schema import DeploymentConfig
 from serving_stacks import stack_named
+from serving_stacks.contract import ServingStack
 
 SCRAPE_INTERVAL_SECONDS = 15
 # The EKS control plane's kube-scheduler metrics, which the API server serves to the scraper (EKS user guide,
@@ -95,15 +96,14 @@ def scheduler_scrape_job() -> dict[str, Any]:
 
 def serving_scrape_jobs(config: DeploymentConfig) -> list[dict[str, Any]]:
     """One vLLM job per serving stack in use (each stack says where its metrics are), then the scheduler's."""
-    by_stack: dict[str, list[str]] = {}
+    by_stack: dict[ServingStack, list[str]] = {}
     for p in config.profiles:
-        by_stack.setdefault(p.image.stack, []).append(p.name)
+        by_stack.setdefault(stack_named(p.image.stack), []).append(p.name)
     jobs = []
-    for name, profiles in sorted(by_stack.items()):
-        stack = stack_named(name)
+    for stack, profiles in sorted(by_stack.items(), key=lambda item: item[0].NAME):
         jobs.append(
             vllm_scrape_job(
-                job=SCRAPE_JOB if len(by_stack) == 1 else f"{SCRAPE_JOB}-{name}",
+                job=SCRAPE_JOB if len(by_stack) == 1 else f"{SCRAPE_JOB}-{stack.NAME}",
                 namespace=config.namespace,
                 pod_labels=VLLM_POD_LABELS,
                 profiles=profiles,
