@@ -1,26 +1,33 @@
 """The deployment config's cross-field rules: each returns every problem it finds as a sentence naming the field,
-the value and the fix. DeploymentConfig's validators (config/schema.py) call them once the fields are valid one by
-one, so a bad value fails before any construct is created.
+the value and the fix. The loader (config/loader.py parse_config) runs them, through config_problems, on a
+DeploymentConfig whose fields are valid one by one, so a bad value fails before any construct is created. The
+schema does not call them: it imports nothing of this module, which reads the schema's models.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from config.catalogue import CLOUDFORMATION_TEMPLATE_BYTES, GP3_IOPS_PER_MIBPS, MAX_PROFILES
 from config.neuron_ami import ami_driver, driver_text
-from config.scaling import devices_available
+from config.scaling import devices_available, scaling_problems
+from config.schema import DeploymentConfig, DraftSpeculation
 from serving_stacks import STACKS, stack_named
 
-if TYPE_CHECKING:
-    from config.schema import DeploymentConfig
+
+def config_problems(config: DeploymentConfig) -> list[str]:
+    """Every cross-field problem, in the order they are shown; the endpoint's rules only once the others hold
+    (its arms are profiles those rules check)."""
+    problems = [*model_problems(config), *placement_problems(config), *node_group_problems(config)]
+    problems += scaling_problems(config)
+    if len(config.models_bucket_name("0" * 12)) > 63:
+        problems.append(
+            f"name={config.name!r} is too long for the bucket name {config.models_bucket_name('<account>')!r} "
+            "(S3 allows 63 characters); use a shorter name"
+        )
+    return problems or endpoint_problems(config)
 
 
 def model_problems(config: DeploymentConfig) -> list[str]:
     """Unique profile names, a baseline without speculation, and the models, stack and draft of each profile."""
-    # At call time, not at the top: config.schema imports this module. By the time a config is validated, it is loaded.
-    from config.schema import DraftSpeculation
-
     problems: list[str] = []
     names = [p.name for p in config.profiles]
     for dup in sorted({n for n in names if names.count(n) > 1}):

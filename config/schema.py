@@ -38,8 +38,7 @@ from config.catalogue import (
 )
 from config.endpoint import STICKY_HEADER
 from config.kubernetes import DEFAULT_KUBERNETES_VERSION, DRA_MINIMUM_VERSION, SUPPORTED_KUBERNETES_VERSIONS
-from config.rules import endpoint_problems, model_problems, node_group_problems, placement_problems
-from config.scaling import ScalingConfig, scaling_problems
+from config.scaling import ScalingConfig
 from config.speculation import K_MAX, K_MIN, K_RANGE
 from config.tags import DEPLOYMENT_TAG_KEY, PROJECT_TAG_KEY, PROJECT_TAG_VALUE
 from serving_stacks import DEFAULT_IMAGE_TAG, SPECULATIVE_METHODS, STACKS, catalogue, stack_serving
@@ -604,27 +603,6 @@ class DeploymentConfig(_Strict):
                 f"{', '.join(SUPPORTED_KUBERNETES_VERSIONS)}"
             )
         return version
-
-    @model_validator(mode="after")
-    def _cross_field_rules(self) -> DeploymentConfig:
-        problems = [*model_problems(self), *placement_problems(self), *node_group_problems(self)]
-        problems += scaling_problems(self)
-        if len(self.models_bucket_name("0" * 12)) > 63:
-            problems.append(
-                f"name={self.name!r} is too long for the bucket name {self.models_bucket_name('<account>')!r} "
-                "(S3 allows 63 characters); use a shorter name"
-            )
-        if problems:
-            raise ValueError("\n".join(problems))
-        return self
-
-    @model_validator(mode="after")
-    def _endpoint_rules(self) -> DeploymentConfig:
-        """The endpoint's arms are profiles serving one model name (the baseline's); spill is for speculative arms."""
-        problems = endpoint_problems(self)
-        if problems:
-            raise ValueError("\n".join(problems))
-        return self
 
     # --- derived values (read by stacks, charts, model_build, bench) ---------------------------
 

@@ -18,6 +18,7 @@ from typing import Any
 from config.bucket_layout import MANIFEST_NAME, MOUNT_PATH, artifact_prefix, checkpoint_prefix, manifest_key, mounted
 from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingProfile
 from model_build.artifact_plan import ArtifactPlan, BuildOptions, artifact_base
+from model_build.compile import compile_profile
 from model_build.errors import BuildError, build_command
 from model_build.manifest import BuildRecord
 from serving_stacks import stack_named
@@ -84,9 +85,7 @@ class BuildPlan(ArtifactPlan):
         return self.draft_kwargs is not None
 
     def build(self, options: BuildOptions) -> BuildRecord:
-        """Compile with NxDI (only in the Neuron image: imported here, so planning stays offline)."""
-        from model_build.compile import compile_profile
-
+        """Compile with NxDI (only in the Neuron image: model_build.compile imports NxDI when it runs)."""
         return compile_profile(self, target_path=options.target_path, draft_path=options.draft_path)
 
     def inference_demo_argv(self) -> list[str]:
