@@ -8,7 +8,7 @@ plan` shows the same method's result, so the check a pod runs and the one the pl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from config.bucket_layout import MOUNT_PATH, artifact_prefix, mounted
 from config.schema import DeploymentConfig, ServingProfile
@@ -19,6 +19,15 @@ from serving_stacks import stack_named
 from serving_stacks.contract import ServingStack
 
 DEFAULT_OUT = "/tmp/trn-specdec/artifacts/{digest}"
+
+
+class PlanLocations(TypedDict, total=False):
+    """Where a plan's build reads, writes and publishes: artifact_base's keyword arguments (it holds the defaults),
+    which every plan maker passes through."""
+
+    models_root: str
+    out_dir: str | None
+    bucket: str | None
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,11 @@ import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from config.bucket_layout import MOUNT_PATH, checkpoint_prefix
+from config.bucket_layout import checkpoint_prefix
 from config.schema import DeploymentConfig, ServingProfile
-from model_build.artifact_plan import ArtifactPlan, BuildOptions, artifact_base
+from model_build.artifact_plan import ArtifactPlan, BuildOptions, PlanLocations, artifact_base
 from model_build.compile import builder_versions, write_build_record
 from model_build.errors import BuildError, build_command
 from model_build.manifest import BuildRecord
@@ -77,21 +77,15 @@ class CachePlan(ArtifactPlan):
         return "\n".join(lines) + "\n"
 
 
-def cache_plan(
-    config: DeploymentConfig,
-    profile: ServingProfile,
-    *,
-    models_root: str = MOUNT_PATH,
-    out_dir: str | None = None,
-    bucket: str | None = None,
-) -> CachePlan:
-    base = artifact_base(config, profile, models_root=models_root, out_dir=out_dir, bucket=bucket)
-    if base.serving_stack.COMPILE_CACHE_SUBDIR is None:
+def cache_plan(config: DeploymentConfig, profile: ServingProfile, **where: Unpack[PlanLocations]) -> CachePlan:
+    base = artifact_base(config, profile, **where)
+    stack = base.serving_stack
+    if stack.COMPILE_CACHE_SUBDIR is None:  # tests/serving_stacks/test_contract.py keeps the two members in step
         raise BuildError(
-            f"profile {profile.name}'s stack {base.serving_stack.NAME} names no COMPILE_CACHE_SUBDIR, so its artifact is not a "
-            "compile cache; give it ARTIFACT = ArtifactKind.NXDI_COMPILE or name the subdirectory"
+            f"profile {profile.name}'s stack {stack.NAME} names no COMPILE_CACHE_SUBDIR, so its artifact is not a "
+            "compile cache; give the stack ARTIFACT = ArtifactKind.NXDI_COMPILE or name the subdirectory"
         )
-    return CachePlan(**vars(base), cache_subdir=base.serving_stack.COMPILE_CACHE_SUBDIR)
+    return CachePlan(**vars(base), cache_subdir=stack.COMPILE_CACHE_SUBDIR)
 
 
 def _healthy(port: int) -> bool:
