@@ -9,6 +9,9 @@ ready.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import timedelta
 
 import cdk8s
 from cdk8s_plus_34 import k8s
@@ -18,19 +21,15 @@ from charts.code_bundle import (
     BENCH_CODE_CONFIG_MAP,
     CONFIG_PATH,
     CodeArchive,
-    install_locked,
-    job_code_env,
-    job_code_mounts,
-    job_code_volumes,
     locked_requirements,
     own_code_files,
     python_files,
-    unpack_command,
 )
+from charts.job import JobVolume, ScriptJob, code_volumes, job_script
 from charts.neuron_claim import gi
 from charts.pod_security import non_root
 from charts.vllm_service import api_key_env
-from config.bucket_layout import results_key, sweep_file_name, sweep_prefix
+from config.bucket_layout import results_key, sweep_file_name, sweep_key, sweep_prefix
 from config.catalogue import NODE_ROLE_LABEL
 from config.labels import workload_labels
 from config.schema import DeploymentConfig
@@ -45,10 +44,10 @@ REQUIREMENTS_KEY = "requirements.txt"
 BENCH_IMAGE = IMAGES[BENCH].version  # from the version map (config/versions.py)
 RESULTS_PATH = "/results"
 SCRATCH_TMP = "/tmp"  # UNPACKED_PATH and DEPS_PATH are under it
-BENCH_DEADLINE_HOURS = 4
+BENCH_DEADLINE = timedelta(hours=4)
 # The default load sweep (two cases, ten load points, three runs each, both variants) takes about 6 h on a
 # trn2.48xlarge at max_num_seqs 4 and 256 output tokens (docs/sweep.md); a wider one needs more.
-SWEEP_DEADLINE_HOURS = 12
+SWEEP_DEADLINE = timedelta(hours=12)
 # The client's runtime packages, pinned to the versions requirements.lock holds.
 RUNTIME_PACKAGES = ("aiohttp", "pydantic", "pyyaml", "boto3")
 
@@ -73,76 +72,79 @@ def endpoints(config: DeploymentConfig) -> list[str]:
     return [f"{p.name}=http://{p.name}.{config.namespace}.svc.cluster.local:{p.port}" for p in order]
 
 
+@dataclass(frozen=True)
+class BenchMode:
+    """One kind of benchmark Job, as data: which `python -m bench` command it runs, the flags that differ, where its
+    results file goes in the bucket (and comes back from), how its run id starts, its time limit, and the report
+    `make` draws locally from the downloaded file."""
+
+    command: str
+    run_id_prefix: str
+    deadline: timedelta
+    out_file: Callable[[str], str]  # run id -> file name under RESULTS_PATH
+    flags: Callable[[str], list[str]]  # run id -> the flags that differ between modes
+    upload: Callable[[str], str]  # run id -> where the Job uploads (bucket key or prefix)
+    results_key: Callable[[str], str]  # run id -> the results file `make` downloads
+    report: str  # the `python -m bench` command that reports the downloaded file
+    report_reads_config: bool  # whether that report takes --config (the SLOs and the speedup floor)
+
+
+# `bench run` once against every service, publishing to CloudWatch.
+RUN = BenchMode(
+    command="run",
+    run_id_prefix="",
+    deadline=BENCH_DEADLINE,
+    out_file=lambda run_id: f"{run_id}.json",
+    flags=lambda run_id: ["--cloudwatch"],
+    upload=results_key,
+    results_key=results_key,
+    report="report",
+    report_reads_config=False,
+)
+# The lossless check (`bench run --lossless`, batch size 1), which publishes nothing to CloudWatch, so its latencies
+# never mix with the benchmark's on the dashboard.
+LOSSLESS = replace(RUN, run_id_prefix="lossless-", flags=lambda run_id: ["--lossless"])
+# The load sweep (`bench sweep`): the sweep file, report.md, crossover.json and the peer files go to
+# s3://<bucket>/results/<run id>/ (crossover.json also to results/crossover.json, for the spill threshold), the
+# crossovers and best goodput to CloudWatch. No plots there (matplotlib is not installed in the Job): `make
+# bench-sweep` draws them from the downloaded sweep file.
+SWEEP = BenchMode(
+    command="sweep",
+    run_id_prefix="sweep-",
+    deadline=SWEEP_DEADLINE,
+    out_file=sweep_file_name,
+    flags=lambda run_id: ["--report-dir", f"{RESULTS_PATH}/{run_id}", "--no-plots", "--cloudwatch"],
+    upload=sweep_prefix,
+    results_key=sweep_key,
+    report="sweep-report",
+    report_reads_config=True,
+)
+
+
 def bench_run_argv(
-    config: DeploymentConfig,
-    bucket_name: str,
-    run_id: str,
-    extra_args: list[str],
-    *,
-    lossless: bool = False,
-    sweep: bool = False,
+    config: DeploymentConfig, bucket_name: str, run_id: str, extra_args: list[str], *, mode: BenchMode = RUN
 ) -> list[str]:
-    """The arguments of the Job's `python3 -m bench` (ops/run_benchmark.py parses them before applying the Job).
-    `sweep`: `bench sweep` against every service: the sweep file, report.md, crossover.json and the peer files go
-    to s3://<bucket>/results/<run id>/ (crossover.json also to results/crossover.json, for the spill threshold),
-    the crossovers and best goodput to CloudWatch. No plots there (matplotlib is not installed in the Job):
-    `make bench-sweep` draws them from the downloaded sweep file."""
-    if not sweep:
-        return [
-            "run",
-            *(a for e in endpoints(config) for a in ("--endpoint", e)),
-            "--config",
-            f"{CONFIG_PATH}/config.yaml",
-            "--out",
-            f"{RESULTS_PATH}/{run_id}.json",
-            "--lossless" if lossless else "--cloudwatch",
-            "--upload",
-            f"s3://{bucket_name}/{results_key(run_id)}",
-            *extra_args,
-        ]
+    """The arguments of the Job's `python3 -m bench` (ops/run_benchmark.py parses them before applying the Job)."""
     return [
-        "sweep",
+        mode.command,
         *(a for e in endpoints(config) for a in ("--endpoint", e)),
         "--config",
         f"{CONFIG_PATH}/config.yaml",
         "--out",
-        f"{RESULTS_PATH}/{sweep_file_name(run_id)}",
-        "--report-dir",
-        f"{RESULTS_PATH}/{run_id}",
-        "--no-plots",
-        "--cloudwatch",
+        f"{RESULTS_PATH}/{mode.out_file(run_id)}",
+        *mode.flags(run_id),
         "--upload",
-        f"s3://{bucket_name}/{sweep_prefix(run_id)}",
+        f"s3://{bucket_name}/{mode.upload(run_id)}",
         *extra_args,
     ]
 
 
 def bench_script(
-    config: DeploymentConfig,
-    bucket_name: str,
-    run_id: str,
-    extra_args: list[str],
-    *,
-    lossless: bool = False,
-    sweep: bool = False,
+    config: DeploymentConfig, bucket_name: str, run_id: str, extra_args: list[str], *, mode: BenchMode = RUN
 ) -> str:
-    """The Job's shell script. `lossless`: the lossless check (`bench run --lossless`, batch size 1), which
-    publishes nothing to CloudWatch, so its latencies never mix with the benchmark's on the dashboard.
-    `sweep`: the load sweep (`bench sweep`) instead of one run."""
-    run = [
-        "python3",
-        "-m",
-        "bench",
-        *bench_run_argv(config, bucket_name, run_id, extra_args, lossless=lossless, sweep=sweep),
-    ]
-    return "\n".join(
-        [
-            "set -euo pipefail",
-            unpack_command(),
-            install_locked(f"{REQUIREMENTS_PATH}/{REQUIREMENTS_KEY}"),
-            shlex.join(run),
-        ]
-    )
+    """The Job's shell script: the client's locked requirements, then `python3 -m bench` in the given mode."""
+    run = ["python3", "-m", "bench", *bench_run_argv(config, bucket_name, run_id, extra_args, mode=mode)]
+    return job_script(requirements=f"{REQUIREMENTS_PATH}/{REQUIREMENTS_KEY}", steps=[shlex.join(run)])
 
 
 class BenchmarkSupport(Construct):
@@ -170,7 +172,7 @@ class BenchmarkRequirements(Construct):
         )
 
 
-class BenchmarkJob(Construct):
+class BenchmarkJob(ScriptJob):
     def __init__(
         self,
         scope: Construct,
@@ -180,79 +182,52 @@ class BenchmarkJob(Construct):
         bucket_name: str,
         run_id: str,
         extra_args: list[str] | None = None,
-        lossless: bool = False,
-        sweep: bool = False,
+        mode: BenchMode = RUN,
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.name = f"bench-{run_id}"
-        labels = BENCH_LABELS
-        self.job = k8s.KubeJob(
-            self,
-            "Job",
-            metadata=k8s.ObjectMeta(name=self.name, labels=labels),
-            spec=k8s.JobSpec(
-                backoff_limit=0,
-                active_deadline_seconds=(SWEEP_DEADLINE_HOURS if sweep else BENCH_DEADLINE_HOURS) * 3600,
-                ttl_seconds_after_finished=7 * 24 * 3600,
-                template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=labels),
-                    spec=k8s.PodSpec(
-                        restart_policy="Never",
-                        service_account_name=BENCH_SERVICE_ACCOUNT,
-                        node_selector={NODE_ROLE_LABEL: "system"},
-                        containers=[
-                            k8s.Container(
-                                name="bench",
-                                image=BENCH_IMAGE,
-                                command=[
-                                    "/bin/bash",
-                                    "-c",
-                                    bench_script(
-                                        config, bucket_name, run_id, extra_args or [], lossless=lossless, sweep=sweep
-                                    ),
-                                ],
-                                env=[
-                                    *job_code_env(config.region),
-                                    k8s.EnvVar(name="HOME", value=SCRATCH_TMP),  # pip and boto3 look there
-                                    *api_key_env(config),
-                                ],
-                                security_context=non_root(),
-                                resources=k8s.ResourceRequirements(
-                                    requests={"cpu": k8s.Quantity.from_string("1"), "memory": gi(2)},
-                                    limits={"cpu": k8s.Quantity.from_string("2"), "memory": gi(2)},
-                                ),
-                                volume_mounts=[
-                                    *job_code_mounts(),
-                                    k8s.VolumeMount(name="results", mount_path=RESULTS_PATH),
-                                    k8s.VolumeMount(name="tmp", mount_path=SCRATCH_TMP),
-                                    k8s.VolumeMount(name="requirements", mount_path=REQUIREMENTS_PATH, read_only=True),
-                                ],
-                            )
-                        ],
-                        volumes=[
-                            *job_code_volumes(BENCH_CODE_CONFIG_MAP),
-                            k8s.Volume(name="results", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(1))),
-                            # The root file system is read-only: the code, its packages and HOME live here.
-                            k8s.Volume(name="tmp", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(2))),
-                            k8s.Volume(
-                                name="requirements",
-                                config_map=k8s.ConfigMapVolumeSource(name=BENCH_REQUIREMENTS_CONFIG_MAP),
-                            ),
-                        ],
-                    ),
-                ),
+        results = JobVolume(
+            volume=k8s.Volume(name="results", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(1))),
+            mount=k8s.VolumeMount(name="results", mount_path=RESULTS_PATH),
+        )
+        # The root file system is read-only: the code, its packages and HOME live here.
+        tmp = JobVolume(
+            volume=k8s.Volume(name="tmp", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(2))),
+            mount=k8s.VolumeMount(name="tmp", mount_path=SCRATCH_TMP),
+        )
+        requirements = JobVolume(
+            volume=k8s.Volume(
+                name="requirements", config_map=k8s.ConfigMapVolumeSource(name=BENCH_REQUIREMENTS_CONFIG_MAP)
             ),
+            mount=k8s.VolumeMount(name="requirements", mount_path=REQUIREMENTS_PATH, read_only=True),
+        )
+        super().__init__(
+            scope,
+            construct_id,
+            name=f"bench-{run_id}",
+            labels=BENCH_LABELS,
+            container="bench",
+            image=BENCH_IMAGE,
+            script=bench_script(config, bucket_name, run_id, extra_args or [], mode=mode),
+            region=config.region,
+            service_account=BENCH_SERVICE_ACCOUNT,
+            placement={"node_selector": {NODE_ROLE_LABEL: "system"}},
+            resources=k8s.ResourceRequirements(
+                requests={"cpu": k8s.Quantity.from_string("1"), "memory": gi(2)},
+                limits={"cpu": k8s.Quantity.from_string("2"), "memory": gi(2)},
+            ),
+            security_context=non_root(),
+            env=[
+                k8s.EnvVar(name="HOME", value=SCRATCH_TMP),  # pip and boto3 look there
+                *api_key_env(config),
+            ],
+            volumes=[*code_volumes(BENCH_CODE_CONFIG_MAP), results, tmp, requirements],
+            retries=0,
+            deadline=mode.deadline,
+            keep_finished=timedelta(days=7),
         )
 
 
 def render_bench_job(
-    config: DeploymentConfig,
-    account: str,
-    run_id: str,
-    extra_args: list[str],
-    *,
-    lossless: bool = False,
-    sweep: bool = False,
+    config: DeploymentConfig, account: str, run_id: str, extra_args: list[str], *, mode: BenchMode = RUN
 ) -> list[dict]:
     app = cdk8s.App()
     chart = cdk8s.Chart(app, "bench", namespace=config.namespace, disable_resource_name_hashes=True)
@@ -263,7 +238,6 @@ def render_bench_job(
         bucket_name=config.models_bucket_name(account),
         run_id=run_id,
         extra_args=extra_args,
-        lossless=lossless,
-        sweep=sweep,
+        mode=mode,
     )
     return chart.to_json()

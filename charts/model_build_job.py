@@ -7,6 +7,7 @@ its Deployment to zero, applies the Job, follows its log and scales the Deployme
 from __future__ import annotations
 
 import shlex
+from datetime import timedelta
 
 import cdk8s
 from cdk8s_plus_34 import k8s
@@ -18,17 +19,13 @@ from charts.code_bundle import (
     CONFIG_PATH,
     CodeArchive,
     archived_requirements,
-    install_locked,
-    job_code_env,
-    job_code_mounts,
-    job_code_volumes,
     locked_requirements,
     own_code_files,
     python_files,
-    unpack_command,
 )
+from charts.job import SCRATCH_PATH, JobVolume, ScriptJob, code_volumes, job_script, scratch_volume
 from charts.models_volume import ModelsVolume
-from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
+from charts.neuron_claim import NeuronClaimTemplate, trn2_placement, trn2_resources
 from charts.pod_security import image_user
 from charts.vllm_args import vllm_args
 from config.bucket_layout import MOUNT_PATH
@@ -37,9 +34,9 @@ from config.schema import ConfigError, DeploymentConfig, ServingProfile
 from model_build.digest import profile_digest
 from serving_stacks import stack_named
 
-SCRATCH_PATH = "/scratch"
 SCRATCH_GIB = 400  # Qwen3-32B artifacts are tens of GB; neuronx-cc work files need more
-BUILD_DEADLINE_HOURS = 6
+BUILD_DEADLINE = timedelta(hours=6)
+STOP_MARGIN = timedelta(minutes=30)  # the compile gives up this long before the deadline, to say why itself
 
 
 # Serving-only code in model_build: the serving pods get it from the verify-code ConfigMap (charts/serving_chart.py).
@@ -84,7 +81,7 @@ def compile_command(config: DeploymentConfig, profile: ServingProfile, cli: str,
     extra = stack_named(profile.image.stack).compile_args(
         vllm_argv=["vllm", *vllm_args(config, profile)],
         port=profile.port,
-        timeout_minutes=BUILD_DEADLINE_HOURS * 60 - 30,
+        timeout_minutes=(BUILD_DEADLINE - STOP_MARGIN) // timedelta(minutes=1),
     )
     return f"{cli} compile {profile.name} --out {out}" + "".join(f" {shlex.quote(arg)}" for arg in extra)
 
@@ -102,18 +99,15 @@ def build_job_env(profile: ServingProfile) -> dict[str, str]:
 def build_script(config: DeploymentConfig, profile: ServingProfile, bucket_name: str) -> str:
     out = BUILD_OUT
     cli = f"python3 -m model_build --config {CONFIG_PATH}/config.yaml --bucket {bucket_name} --models-root {MOUNT_PATH}"
-    return "\n".join(
-        [
-            "set -euo pipefail",
-            unpack_command(),
-            install_locked(
-                archived_requirements("build"), unless_importable="boto3"
-            ),  # publish needs boto3; hash-checked, only if missing
+    return job_script(
+        requirements=archived_requirements("build"),
+        unless_importable="boto3",  # publish needs boto3; hash-checked, only if missing
+        steps=[
             f"{cli} plan {profile.name}",
             compile_command(config, profile, cli, out),
             f"{cli} publish {profile.name} --from {out}",
             f"{cli} verify {profile.name}",
-        ]
+        ],
     )
 
 
@@ -163,7 +157,7 @@ class ModelBuildSupport(Construct):
             )
 
 
-class ModelBuildJob(Construct):
+class ModelBuildJob(ScriptJob):
     """Compile with the same image and device claim shape as the service it builds for, then publish."""
 
     def __init__(
@@ -175,58 +169,37 @@ class ModelBuildJob(Construct):
         profile: ServingProfile,
         bucket_name: str,
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.name = build_job_name(config, profile)
-        labels = {
-            **workload_labels("model-build"),
-            PROFILE: profile.name,
-            ARTIFACT_DIGEST: profile_digest(config, profile),
-        }
-        self.job = k8s.KubeJob(
-            self,
-            "Job",
-            metadata=k8s.ObjectMeta(name=self.name, labels=labels),
-            spec=k8s.JobSpec(
-                backoff_limit=1,
-                active_deadline_seconds=BUILD_DEADLINE_HOURS * 3600,
-                ttl_seconds_after_finished=24 * 3600,
-                template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=labels),
-                    spec=k8s.PodSpec(
-                        restart_policy="Never",
-                        service_account_name=build_service_account(profile),
-                        **trn2_placement(build_claim_template(profile)),
-                        containers=[
-                            k8s.Container(
-                                name="build",
-                                image=profile.image.uri,
-                                command=["/bin/bash", "-c", build_script(config, profile, bucket_name)],
-                                env=[
-                                    *job_code_env(config.region),
-                                    *(k8s.EnvVar(name=k, value=v) for k, v in build_job_env(profile).items()),
-                                ],
-                                resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
-                                security_context=image_user(),
-                                volume_mounts=[
-                                    k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=True),
-                                    k8s.VolumeMount(name="scratch", mount_path=SCRATCH_PATH),
-                                    *job_code_mounts(),
-                                ],
-                            )
-                        ],
-                        volumes=[
-                            k8s.Volume(
-                                name="models",
-                                persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
-                                    claim_name=build_volume_claim(profile), read_only=True
-                                ),
-                            ),
-                            k8s.Volume(name="scratch", empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(SCRATCH_GIB))),
-                            *job_code_volumes(BUILD_CODE_CONFIG_MAP),
-                        ],
-                    ),
+        models = JobVolume(
+            volume=k8s.Volume(
+                name="models",
+                persistent_volume_claim=k8s.PersistentVolumeClaimVolumeSource(
+                    claim_name=build_volume_claim(profile), read_only=True
                 ),
             ),
+            mount=k8s.VolumeMount(name="models", mount_path=MOUNT_PATH, read_only=True),
+        )
+        super().__init__(
+            scope,
+            construct_id,
+            name=build_job_name(config, profile),
+            labels={
+                **workload_labels("model-build"),
+                PROFILE: profile.name,
+                ARTIFACT_DIGEST: profile_digest(config, profile),
+            },
+            container="build",
+            image=profile.image.uri,
+            script=build_script(config, profile, bucket_name),
+            region=config.region,
+            service_account=build_service_account(profile),
+            placement=trn2_placement(build_claim_template(profile)),
+            resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
+            security_context=image_user(),
+            env=[k8s.EnvVar(name=k, value=v) for k, v in build_job_env(profile).items()],
+            volumes=[models, scratch_volume(SCRATCH_GIB), *code_volumes(BUILD_CODE_CONFIG_MAP)],
+            retries=1,
+            deadline=BUILD_DEADLINE,
+            keep_finished=timedelta(days=1),
         )
 
 

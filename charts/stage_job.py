@@ -10,21 +10,14 @@ the configured models.
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 
 import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.code_bundle import (
-    BUILD_CODE_CONFIG_MAP,
-    CONFIG_PATH,
-    archived_requirements,
-    install_locked,
-    job_code_env,
-    job_code_mounts,
-    job_code_volumes,
-    unpack_command,
-)
+from charts.code_bundle import BUILD_CODE_CONFIG_MAP, CONFIG_PATH, archived_requirements
+from charts.job import SCRATCH_PATH, ScriptJob, code_volumes, job_script, scratch_volume
 from charts.neuron_claim import gi, trn2_node_placement
 from charts.pod_security import image_user
 from config.labels import workload_labels
@@ -32,9 +25,8 @@ from config.schema import DeploymentConfig
 
 STAGE_SERVICE_ACCOUNT = "checkpoints-stage"
 HF_TOKEN_SECRET = "hf-token"  # optional Secret (key "token") for gated or private models
-SCRATCH_PATH = "/scratch"
 STAGE_SCRATCH_GIB = 300  # Qwen3-32B + Qwen3-1.7B are ~70 GB; room for a 100B+ model set (the node has 1 TiB)
-STAGE_DEADLINE_HOURS = 4
+STAGE_DEADLINE = timedelta(hours=4)
 STAGE_CPU = 8  # parallel download and upload streams; the services leave more than this free on the node
 STAGE_MEMORY_GIB = 32
 
@@ -47,79 +39,46 @@ def stage_job_name(config: DeploymentConfig, keys: list[str]) -> str:
 
 def stage_script(keys: list[str], bucket_name: str) -> str:
     models = " ".join(f"--model {k}" for k in keys)
-    return "\n".join(
-        [
-            "set -euo pipefail",
-            f"trap 'rm -rf {SCRATCH_PATH}/hf {SCRATCH_PATH}/hf-home' EXIT",  # the node's disk is shared with the build and the services
-            unpack_command(),
-            install_locked(
-                archived_requirements("stage"), unless_importable="boto3, huggingface_hub"
-            ),  # hash-checked, only if missing
+    return job_script(
+        on_exit=f"rm -rf {SCRATCH_PATH}/hf {SCRATCH_PATH}/hf-home",  # the node's disk is shared with the build and the services
+        requirements=archived_requirements("stage"),
+        unless_importable="boto3, huggingface_hub",  # hash-checked, only if missing
+        steps=[
             f"python3 -m model_build --config {CONFIG_PATH}/config.yaml --bucket {bucket_name} "
-            f"stage-checkpoints {models} --scratch {SCRATCH_PATH}/hf",
-        ]
+            f"stage-checkpoints {models} --scratch {SCRATCH_PATH}/hf"
+        ],
     )
 
 
-class StageCheckpointsJob(Construct):
+class StageCheckpointsJob(ScriptJob):
     """Download the pinned revisions and publish them to checkpoints/<hf_id>/<revision>/, manifest last."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, config: DeploymentConfig, keys: list[str], bucket_name: str
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.name = stage_job_name(config, keys)
-        labels = workload_labels("stage-checkpoints")
         fixed = {"cpu": k8s.Quantity.from_number(STAGE_CPU), "memory": gi(STAGE_MEMORY_GIB)}
-        self.job = k8s.KubeJob(
-            self,
-            "Job",
-            metadata=k8s.ObjectMeta(name=self.name, labels=labels),
-            spec=k8s.JobSpec(
-                backoff_limit=2,  # a retry resumes: finished files are skipped, partial uploads continue
-                active_deadline_seconds=STAGE_DEADLINE_HOURS * 3600,
-                ttl_seconds_after_finished=24 * 3600,
-                template=k8s.PodTemplateSpec(
-                    metadata=k8s.ObjectMeta(labels=labels),
-                    spec=k8s.PodSpec(
-                        restart_policy="Never",
-                        service_account_name=STAGE_SERVICE_ACCOUNT,
-                        **trn2_node_placement(),
-                        containers=[
-                            k8s.Container(
-                                name="stage",
-                                image=config.profiles[0].image.uri,
-                                command=["/bin/bash", "-c", stage_script(keys, bucket_name)],
-                                env=[
-                                    *job_code_env(config.region),
-                                    k8s.EnvVar(name="HF_HOME", value=f"{SCRATCH_PATH}/hf-home"),
-                                    k8s.EnvVar(
-                                        name="HF_TOKEN",
-                                        value_from=k8s.EnvVarSource(
-                                            secret_key_ref=k8s.SecretKeySelector(
-                                                name=HF_TOKEN_SECRET, key="token", optional=True
-                                            )
-                                        ),
-                                    ),
-                                ],
-                                resources=k8s.ResourceRequirements(requests=fixed, limits=fixed),
-                                security_context=image_user(),
-                                volume_mounts=[
-                                    k8s.VolumeMount(name="scratch", mount_path=SCRATCH_PATH),
-                                    *job_code_mounts(),
-                                ],
-                            )
-                        ],
-                        volumes=[
-                            k8s.Volume(
-                                name="scratch",
-                                empty_dir=k8s.EmptyDirVolumeSource(size_limit=gi(STAGE_SCRATCH_GIB)),
-                            ),
-                            *job_code_volumes(BUILD_CODE_CONFIG_MAP),
-                        ],
-                    ),
-                ),
-            ),
+        token = k8s.EnvVarSource(secret_key_ref=k8s.SecretKeySelector(name=HF_TOKEN_SECRET, key="token", optional=True))
+        super().__init__(
+            scope,
+            construct_id,
+            name=stage_job_name(config, keys),
+            labels=workload_labels("stage-checkpoints"),
+            container="stage",
+            image=config.profiles[0].image.uri,
+            script=stage_script(keys, bucket_name),
+            region=config.region,
+            service_account=STAGE_SERVICE_ACCOUNT,
+            placement=trn2_node_placement(),
+            resources=k8s.ResourceRequirements(requests=fixed, limits=fixed),
+            security_context=image_user(),
+            env=[
+                k8s.EnvVar(name="HF_HOME", value=f"{SCRATCH_PATH}/hf-home"),
+                k8s.EnvVar(name="HF_TOKEN", value_from=token),
+            ],
+            volumes=[scratch_volume(STAGE_SCRATCH_GIB), *code_volumes(BUILD_CODE_CONFIG_MAP)],
+            retries=2,  # a retry resumes: finished files are skipped, partial uploads continue
+            deadline=STAGE_DEADLINE,
+            keep_finished=timedelta(days=1),
         )
 
 

@@ -130,7 +130,9 @@ class VllmService(Construct):
                 type="ClusterIP",
                 selector=selector(profile),
                 ports=[
-                    k8s.ServicePort(name="http", port=profile.port, target_port=k8s.IntOrString.from_string("http"))
+                    k8s.ServicePort(
+                        name="http", port=profile.port, target_port=k8s.IntOrString.from_string(port_name(profile))
+                    )
                 ],
             ),
         )
@@ -188,7 +190,7 @@ def vllm_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Con
             *api_key_env(config),
         ],
         security_context=image_user(),
-        ports=[k8s.ContainerPort(name="http", container_port=profile.port)],
+        ports=[k8s.ContainerPort(name=port_name(profile), container_port=profile.port)],
         resources=trn2_resources(config.trn2_nodes.instance, profile.placement.devices),
         volume_mounts=[
             MODELS_MOUNT,
@@ -198,6 +200,12 @@ def vllm_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Con
         ],
         **health_probes(profile),
     )
+
+
+def port_name(profile: ServingProfile) -> str:
+    """The vLLM container's one port (API, health and /metrics): named as the stack says, because the managed
+    scraper keeps the pods' ports of that name (stacks/constructs/managed_prometheus.py)."""
+    return stack_named(profile.image.stack).METRICS_PORT_NAME
 
 
 def api_key_env(config: DeploymentConfig) -> list[k8s.EnvVar]:
@@ -211,7 +219,7 @@ def api_key_env(config: DeploymentConfig) -> list[k8s.EnvVar]:
 
 def health_probes(profile: ServingProfile) -> dict[str, k8s.Probe]:
     """Startup allows `startup_timeout_minutes` to load the artifact (30 s periods); then readiness and liveness."""
-    probe = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string("http"))
+    probe = k8s.HttpGetAction(path="/health", port=k8s.IntOrString.from_string(port_name(profile)))
     return {
         "startup_probe": k8s.Probe(
             http_get=probe, period_seconds=30, timeout_seconds=10, failure_threshold=profile.startup_timeout_minutes * 2

@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from config import bounded_file, pydantic_errors
+from config.rules import config_problems
 from config.schema import ConfigError, DeploymentConfig
 from serving_stacks import STACKS
 
@@ -172,9 +173,13 @@ def _yaml_problem(err: yaml.YAMLError) -> str:
 def parse_config(data: Any) -> DeploymentConfig:
     """Validate a config mapping; every failure becomes one ConfigError naming field, value and fix."""
     try:
-        return DeploymentConfig.model_validate(data)
+        config = DeploymentConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError([_elide_long_values(line) for e in err.errors() for line in _sentences(e)]) from None
+    # The cross-field rules run here, after construction (config.schema does not import config.rules).
+    if problems := config_problems(config):
+        raise ConfigError([_elide_long_values(problem) for problem in problems])
+    return config
 
 
 def _elide_long_values(sentence: str) -> str:
@@ -183,7 +188,7 @@ def _elide_long_values(sentence: str) -> str:
 
 
 def _sentences(error: Any) -> list[str]:
-    """The cross-field validator reports several problems at once, one per line; others are one sentence."""
+    """A model-level validator may report several problems at once, one per line; others are one sentence."""
     if error["type"] == "value_error" and not pydantic_errors.location(error, skip=_UNION_TAGS):
         return pydantic_errors.message(error).split("\n")
     return [pydantic_errors.sentence(error, fixes=_FIXES, default=_DEFAULT_FIX, skip=_UNION_TAGS, show=_short)]

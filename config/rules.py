@@ -1,27 +1,34 @@
 """The deployment config's cross-field rules: each returns every problem it finds as a sentence naming the field,
-the value and the fix. DeploymentConfig's validators (config/schema.py) call them once the fields are valid one by
-one, so a bad value fails before any construct is created.
+the value and the fix. The loader (config/loader.py parse_config) runs them, through config_problems, on a
+DeploymentConfig whose fields are valid one by one, so a bad value fails before any construct is created. The
+schema does not call them: it imports nothing of this module, which reads the schema's models.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from config.catalogue import CLOUDFORMATION_TEMPLATE_BYTES, GP3_IOPS_PER_MIBPS, MAX_PROFILES
 from config.endpoint import ADMIN_PORT, GATE_PORT, METRICS_PORT
 from config.neuron_ami import ami_driver, driver_text
-from config.scaling import devices_available
+from config.scaling import devices_available, scaling_problems
+from config.schema import DeploymentConfig, DraftSpeculation
 from serving_stacks import STACKS, stack_named
 
-if TYPE_CHECKING:
-    from config.schema import DeploymentConfig
+
+def config_problems(config: DeploymentConfig) -> list[str]:
+    """Every cross-field problem, in the order they are shown; the endpoint's rules only once the others hold
+    (its arms are profiles those rules check)."""
+    problems = [*model_problems(config), *placement_problems(config), *node_group_problems(config)]
+    problems += scaling_problems(config)
+    if len(config.models_bucket_name("0" * 12)) > 63:
+        problems.append(
+            f"name={config.name!r} is too long for the bucket name {config.models_bucket_name('<account>')!r} "
+            "(S3 allows 63 characters); use a shorter name"
+        )
+    return problems or endpoint_problems(config)
 
 
 def model_problems(config: DeploymentConfig) -> list[str]:
     """Unique profile names, a baseline without speculation, and the models, stack and draft of each profile."""
-    # At call time, not at the top: config.schema imports this module. By the time a config is validated, it is loaded.
-    from config.schema import DraftSpeculation
-
     problems: list[str] = []
     names = [p.name for p in config.profiles]
     for dup in sorted({n for n in names if names.count(n) > 1}):
@@ -225,12 +232,12 @@ def driver_problems(config: DeploymentConfig) -> list[str]:
     driver is known here to serve both; none known here does yet, so such a config is refused.
     """
     problems: list[str] = []
-    stacks = {p.image.stack: stack_named(p.image.stack) for p in config.profiles}
-    needed = max(s.MIN_DRIVER for s in stacks.values())
+    stacks = sorted({stack_named(p.image.stack) for p in config.profiles}, key=lambda s: s.NAME)
+    needed = max(s.MIN_DRIVER for s in stacks)
     release = config.trn2_nodes.ami_release_version
     driver = ami_driver(release.rsplit("-", 1)[1]) if release else None
     if len(stacks) > 1 and (driver is None or driver < needed):
-        names = " and ".join(f"{name} (driver {driver_text(s.MIN_DRIVER)}+)" for name, s in sorted(stacks.items()))
+        names = " and ".join(f"{s.NAME} (driver {driver_text(s.MIN_DRIVER)}+)" for s in stacks)
         if release is None:
             pinned = "trn2_nodes.ami_release_version is null (the latest AMI, whose driver is not known here)"
         else:
@@ -245,7 +252,7 @@ def driver_problems(config: DeploymentConfig) -> list[str]:
     elif driver is not None and driver < needed:
         problems.append(
             f"trn2_nodes.ami_release_version={release!r} ships Neuron driver {driver_text(driver)}, older than "
-            f"the {driver_text(needed)} the {', '.join(sorted(stacks))} images were released with; pin a newer "
+            f"the {driver_text(needed)} the {', '.join(s.NAME for s in stacks)} images were released with; pin a newer "
             "release or leave ami_release_version: null (the latest)"
         )
     return problems

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 import zoneinfo
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -72,17 +72,33 @@ class ScalingConfig(BaseModel):
     )
 
 
-def waiting_threshold(scaling: ScalingConfig, profile: Any) -> int:
+class PlacementView(Protocol):
+    devices: int
+
+
+class ProfileView(Protocol):
+    """The fields of a serving profile (config.schema.ServingProfile) that scaling reads: typed here, because the
+    schema imports this module (tests/serving_stacks/test_typing.py has mypy hand it a ServingProfile)."""
+
+    name: str
+    max_num_seqs: int
+    replicas: int
+
+    @property
+    def placement(self) -> PlacementView: ...
+
+
+def waiting_threshold(scaling: ScalingConfig, profile: ProfileView) -> int:
     """Requests waiting per replica above which KEDA adds a replica: a fraction of the compiled batch, at least 1."""
     return max(1, math.floor(scaling.waiting_per_replica * profile.max_num_seqs))
 
 
-def running_threshold(profile: Any) -> int:
+def running_threshold(profile: ProfileView) -> int:
     """Requests running per replica that hold the replicas serving them: a full compiled batch."""
     return int(profile.max_num_seqs)
 
 
-def min_replicas(profile: Any) -> int:
+def min_replicas(profile: ProfileView) -> int:
     """Never zero on trn2: a replica that is not running costs a whole time-to-Ready before its first token."""
     return max(1, profile.replicas)
 
@@ -98,14 +114,14 @@ def switched_on(config: Any) -> list[Any]:
     return [p for p in config.profiles if p.replicas > 0]
 
 
-def fair_share_replicas(config: Any, profile: Any) -> int:
+def fair_share_replicas(config: Any, profile: ProfileView) -> int:
     """Replicas of `profile` that fit when every switched-on profile gets an equal share of the devices. CPU and memory
     requests are in proportion to the devices claimed (charts/neuron_claim.node_share), so devices that fit leave room
     for them."""
     return devices_available(config) // max(len(switched_on(config)), 1) // profile.placement.devices
 
 
-def max_replicas(config: Any, profile: Any) -> int:
+def max_replicas(config: Any, profile: ProfileView) -> int:
     return config.scaling.max_replicas.get(profile.name, fair_share_replicas(config, profile))
 
 

@@ -12,7 +12,7 @@ import ipaddress
 import re
 from datetime import datetime
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -42,11 +42,10 @@ from config.catalogue import (
 )
 from config.endpoint import ENVOY_THRESHOLD_MAX, STICKY_HEADER
 from config.kubernetes import DEFAULT_KUBERNETES_VERSION, DRA_MINIMUM_VERSION, SUPPORTED_KUBERNETES_VERSIONS
-from config.rules import endpoint_problems, model_problems, node_group_problems, placement_problems
-from config.scaling import ScalingConfig, scaling_problems
+from config.scaling import ScalingConfig
 from config.speculation import K_MAX, K_MIN, K_RANGE
 from config.tags import DEPLOYMENT_TAG_KEY, PROJECT_TAG_KEY, PROJECT_TAG_VALUE
-from serving_stacks import DEFAULT_IMAGE_TAG, catalogue, stack_serving
+from serving_stacks import DEFAULT_IMAGE_TAG, SPECULATIVE_METHODS, STACKS, catalogue, stack_serving
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$")]
 ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
@@ -137,11 +136,18 @@ class NoSpeculation(_Strict):
     method: Literal["none"] = "none"
 
 
+# The methods as a Literal built from the stacks' METHODS (pydantic's tagged union needs a Literal; mypy reads a str).
+if TYPE_CHECKING:
+    SpeculativeMethod = str
+else:
+    SpeculativeMethod = Literal[SPECULATIVE_METHODS]
+
+
 class DraftSpeculation(_Strict):
     """A draft model proposes k tokens that the target verifies in one step."""
 
-    method: Literal["fused-draft", "eagle3", "dflash"] = Field(
-        description="fused-draft: NxDI fused draft model (legacy-v0 stack); eagle3, dflash: vllm-neuron stack."
+    method: SpeculativeMethod = Field(
+        description="; ".join(f"{', '.join(m for m in s.METHODS if m != 'none')}: {s.NAME} stack" for s in STACKS)
     )
     draft: Name = Field(description="Key of the draft (a draft model, EAGLE3 head or DFlash drafter) in `models`.")
     num_speculative_tokens: int = Field(description=f"k, tokens proposed per target step ({K_MIN}..{K_MAX}).")
@@ -623,27 +629,6 @@ class DeploymentConfig(_Strict):
                 f"{', '.join(SUPPORTED_KUBERNETES_VERSIONS)}"
             )
         return version
-
-    @model_validator(mode="after")
-    def _cross_field_rules(self) -> DeploymentConfig:
-        problems = [*model_problems(self), *placement_problems(self), *node_group_problems(self)]
-        problems += scaling_problems(self)
-        if len(self.models_bucket_name("0" * 12)) > 63:
-            problems.append(
-                f"name={self.name!r} is too long for the bucket name {self.models_bucket_name('<account>')!r} "
-                "(S3 allows 63 characters); use a shorter name"
-            )
-        if problems:
-            raise ValueError("\n".join(problems))
-        return self
-
-    @model_validator(mode="after")
-    def _endpoint_rules(self) -> DeploymentConfig:
-        """The endpoint's arms are profiles serving one model name (the baseline's); spill is for speculative arms."""
-        problems = endpoint_problems(self)
-        if problems:
-            raise ValueError("\n".join(problems))
-        return self
 
     @model_validator(mode="after")
     def _read_crossover_file(self) -> DeploymentConfig:

@@ -7,9 +7,10 @@ An NxDI compile (model_build.plan / compile), or the stack's compile cache, fill
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Unpack
 
-from config.bucket_layout import MOUNT_PATH
 from config.schema import DeploymentConfig, ServingProfile
+from model_build.artifact_plan import PlanLocations
 from model_build.compile_cache import CachePlan, cache_plan
 from model_build.plan import BuildPlan, build_plan
 from serving_stacks import stack_named
@@ -22,12 +23,7 @@ PLANS: dict[ArtifactKind, Callable[..., BuildPlan | CachePlan]] = {
 
 
 def artifact_plan(
-    config: DeploymentConfig,
-    profile: ServingProfile,
-    *,
-    models_root: str = MOUNT_PATH,
-    out_dir: str | None = None,
-    bucket: str | None = None,
+    config: DeploymentConfig, profile: ServingProfile, **where: Unpack[PlanLocations]
 ) -> BuildPlan | CachePlan:
     make = PLANS[stack_named(profile.image.stack).ARTIFACT]
-    return make(config, profile, models_root=models_root, out_dir=out_dir, bucket=bucket)
+    return make(config, profile, **where)

@@ -19,6 +19,7 @@ from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, aws, load_conf
 from config.bucket_layout import MOUNT_PATH
 from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from model_build.artifact import artifact_plan
+from model_build.artifact_plan import BuildOptions
 from model_build.compile_cache import CachePlan
 from model_build.errors import BuildError, build_command
 from model_build.plan import BuildPlan
@@ -150,26 +151,16 @@ def json_argv(text: str) -> list[str]:
 
 
 def _compile(ctx: Context, out: TextIO) -> int:
-    from model_build.compile import compile_profile
-
     plan = ctx.plan(out_dir=str(Path(ctx.args.out).resolve()))
-    if isinstance(plan, CachePlan):
-        from model_build.compile_cache import build_cache
-
-        if not ctx.args.vllm_argv_json:
-            raise BuildError(
-                f"profile {plan.profile} builds its compile cache by running vLLM with the serving command line; "
-                f"pass it as --vllm-argv-json (the build Job does: {build_command(plan.profile)})"
-            )
-        record = build_cache(
-            plan,
-            ctx.args.vllm_argv_json,
-            out=Path(plan.out_dir),
+    record = plan.build(
+        BuildOptions(
+            target_path=ctx.args.target_path,
+            draft_path=ctx.args.draft_path,
+            vllm_argv=ctx.args.vllm_argv_json,
             port=ctx.args.port,
             timeout_s=ctx.args.timeout_minutes * 60,
         )
-    else:
-        record = compile_profile(plan, target_path=ctx.args.target_path, draft_path=ctx.args.draft_path)
+    )
     print(
         f"compiled profile {plan.profile} (digest {record.digest}) into {plan.out_dir}; publish it: "
         f"{plan.commands()['publish']}",

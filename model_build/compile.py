@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME
 from config.exit_codes import EXIT_FAILED
@@ -29,7 +29,9 @@ from config.schema import HfModel
 from model_build.digest import ARTIFACT_SCHEMA
 from model_build.errors import BuildError, build_command
 from model_build.manifest import BuildRecord, Manifest, file_problems
-from model_build.plan import BuildPlan
+
+if TYPE_CHECKING:  # model_build.plan imports this module to build its plans
+    from model_build.plan import BuildPlan
 
 # Versions recorded in the manifest's `builder` block (whatever of these the image has).
 BUILDER_PACKAGES = (

@@ -24,15 +24,14 @@ import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
-from config.bucket_layout import MOUNT_PATH, checkpoint_prefix
+from config.bucket_layout import checkpoint_prefix
 from config.schema import DeploymentConfig, ServingProfile
-from model_build.artifact_plan import ArtifactPlan, artifact_base
+from model_build.artifact_plan import ArtifactPlan, BuildOptions, PlanLocations, artifact_base
 from model_build.compile import builder_versions, write_build_record
 from model_build.errors import BuildError, build_command
 from model_build.manifest import BuildRecord
-from serving_stacks import vllm_neuron
 
 HEALTH_POLL_SECONDS = 10.0
 STOP_GRACE_SECONDS = 60
@@ -40,8 +39,10 @@ STOP_GRACE_SECONDS = 60
 
 @dataclass(frozen=True)
 class CachePlan(ArtifactPlan):
-    """What `publish` and `verify` need of a build, for a stack whose artifact is its compile cache: nothing
-    beyond what every artifact plan has."""
+    """What `publish` and `verify` need of a build, for a stack whose artifact is its compile cache: beyond what
+    every artifact plan has, where below the output directory the stack's vLLM keeps that cache."""
+
+    cache_subdir: str
 
     def commands(self) -> dict[str, str]:
         return {
@@ -54,26 +55,37 @@ class CachePlan(ArtifactPlan):
     def to_json(self) -> dict[str, Any]:
         return {"profile": self.profile, "digest": self.digest, "inputs": self.inputs, "commands": self.commands()}
 
+    def build(self, options: BuildOptions) -> BuildRecord:
+        """Run the serving command line (the build Job passes it) until vLLM serves, which fills the cache."""
+        if not options.vllm_argv:
+            raise BuildError(
+                f"profile {self.profile} builds its compile cache by running vLLM with the serving command line; "
+                f"pass it as --vllm-argv-json (the build Job does: {build_command(self.profile)})"
+            )
+        return build_cache(
+            self, options.vllm_argv, out=Path(self.out_dir), port=options.port, timeout_s=options.timeout_s
+        )
+
     def render(self) -> str:
         lines = [
             f"profile {self.profile} ({self.inputs['stack']} stack): artifact = vLLM's Neuron compile cache",
             f"digest {self.digest}",
-            f"graph args: {' '.join(self.inputs['graph_args'])}",
+            f"graph args: {' '.join(self.graph_args or [])}",
             "compile route: " + " ".join(f"{k}={v}" for k, v in self.inputs["compile_route"].items()),
             *(f"{name}: {command}" for name, command in self.commands().items()),
         ]
         return "\n".join(lines) + "\n"
 
 
-def cache_plan(
-    config: DeploymentConfig,
-    profile: ServingProfile,
-    *,
-    models_root: str = MOUNT_PATH,
-    out_dir: str | None = None,
-    bucket: str | None = None,
-) -> CachePlan:
-    return CachePlan(**vars(artifact_base(config, profile, models_root=models_root, out_dir=out_dir, bucket=bucket)))
+def cache_plan(config: DeploymentConfig, profile: ServingProfile, **where: Unpack[PlanLocations]) -> CachePlan:
+    base = artifact_base(config, profile, **where)
+    stack = base.serving_stack
+    if stack.COMPILE_CACHE_SUBDIR is None:  # tests/serving_stacks/test_contract.py keeps the two members in step
+        raise BuildError(
+            f"profile {profile.name}'s stack {stack.NAME} names no COMPILE_CACHE_SUBDIR, so its artifact is not a "
+            "compile cache; give the stack ARTIFACT = ArtifactKind.NXDI_COMPILE or name the subdirectory"
+        )
+    return CachePlan(**vars(base), cache_subdir=stack.COMPILE_CACHE_SUBDIR)
 
 
 def _healthy(port: int) -> bool:
@@ -86,7 +98,7 @@ def _healthy(port: int) -> bool:
 
 def _check_argv(plan: CachePlan, argv: list[str]) -> None:
     """The Job passes the Deployment's command line; refuse one that is not this profile's (graph args)."""
-    graph = plan.inputs["graph_args"]
+    graph = plan.graph_args or []
     if argv[:2] != ["vllm", "serve"]:
         raise BuildError(f"the vLLM command line starts with {argv[:2]}; expected ['vllm', 'serve', ...]")
     if not any(argv[i : i + len(graph)] == graph for i in range(len(argv))):
@@ -102,9 +114,9 @@ def check_drafter(plan: CachePlan, models_root: Path) -> None:
     drafter that does not fit its target (k, hidden size, vocabulary, target layers)."""
     inputs = plan.inputs
     method = inputs["decoding"]
-    if inputs["draft"] is None:
+    roles = plan.serving_stack.draft_config_roles(method)
+    if inputs["draft"] is None or not roles:
         return
-    roles = ("target", "draft") if method == "dflash" else ("draft",)
     paths = {
         role: models_root / checkpoint_prefix(inputs[role]["hf_id"], inputs[role]["revision"]) / "config.json"
         for role in roles
@@ -113,11 +125,7 @@ def check_drafter(plan: CachePlan, models_root: Path) -> None:
     if missing:
         raise BuildError(f"cannot read {', '.join(missing)}: stage the checkpoints first (make stage)")
     configs = {role: json.loads(path.read_text()) for role, path in paths.items()}
-    problems = vllm_neuron.speculators_problems(configs["draft"], method)
-    if method == "dflash":
-        problems += vllm_neuron.dflash_drafter_problems(
-            configs["target"], configs["draft"], inputs["num_speculative_tokens"]
-        )
+    problems = plan.serving_stack.draft_problems(configs, method, inputs["num_speculative_tokens"])
     if problems:
         raise BuildError(
             f"profile {plan.profile}: draft {inputs['draft']['hf_id']}@{inputs['draft']['revision']} "
@@ -138,7 +146,10 @@ def build_cache(
     _check_argv(plan, argv)
     check_drafter(plan, Path(plan.models_root))
     out.mkdir(parents=True, exist_ok=True)
-    stack_env = vllm_neuron.build_env(cache_root=str(out), logical_neuron_cores=plan.inputs["logical_neuron_cores"])
+    # The build Job's environment again, for this output directory (its parent is the Job's scratch there).
+    stack_env = plan.serving_stack.build_job_env(
+        logical_neuron_cores=plan.inputs["logical_neuron_cores"], scratch=str(out.parent), out_dir=str(out)
+    )
     env = {**os.environ, **stack_env}
     proc = subprocess.Popen(argv, env=env, start_new_session=True)
     started = time.monotonic()
@@ -160,7 +171,7 @@ def build_cache(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    cache = out / vllm_neuron.COMPILE_CACHE_SUBDIR
+    cache = out / plan.cache_subdir
     if not cache.is_dir() or not any(p.is_file() for p in cache.rglob("*")):
         raise BuildError(
             f"vLLM served but left no compile cache in {cache}; the image's plugin may keep it elsewhere "

@@ -13,12 +13,14 @@ import copy
 import json
 import shlex
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
-from config.bucket_layout import MANIFEST_NAME, MOUNT_PATH, artifact_prefix, checkpoint_prefix, manifest_key, mounted
+from config.bucket_layout import MANIFEST_NAME, artifact_prefix, checkpoint_prefix, manifest_key, mounted
 from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingProfile
-from model_build.artifact_plan import ArtifactPlan, artifact_base
+from model_build.artifact_plan import ArtifactPlan, BuildOptions, PlanLocations, artifact_base
+from model_build.compile import compile_profile
 from model_build.errors import BuildError, build_command
+from model_build.manifest import BuildRecord
 from serving_stacks import stack_named
 from serving_stacks.contract import ArtifactKind
 
@@ -81,6 +83,10 @@ class BuildPlan(ArtifactPlan):
     @property
     def speculative(self) -> bool:
         return self.draft_kwargs is not None
+
+    def build(self, options: BuildOptions) -> BuildRecord:
+        """Compile with NxDI (only in the Neuron image: model_build.compile imports NxDI when it runs)."""
+        return compile_profile(self, target_path=options.target_path, draft_path=options.draft_path)
 
     def inference_demo_argv(self) -> list[str]:
         """The same compile through NxDI's own CLI (top-level flags must come before `run`)."""
@@ -195,14 +201,7 @@ class BuildPlan(ArtifactPlan):
         return "\n".join(lines) + "\n"
 
 
-def build_plan(
-    config: DeploymentConfig,
-    profile: ServingProfile,
-    *,
-    models_root: str = MOUNT_PATH,
-    out_dir: str | None = None,
-    bucket: str | None = None,
-) -> BuildPlan:
+def build_plan(config: DeploymentConfig, profile: ServingProfile, **where: Unpack[PlanLocations]) -> BuildPlan:
     if stack_named(profile.image.stack).ARTIFACT is not ArtifactKind.NXDI_COMPILE:
         raise BuildError(
             f"profile {profile.name} runs on the {profile.image.stack} stack, whose artifact is its compile cache, "
@@ -215,7 +214,7 @@ def build_plan(
             f"no NxDI model class is known for family {target.tokenizer_family!r} (model {profile.target}); "
             f"model_build knows {', '.join(sorted(MODEL_FAMILIES))}: add the family to model_build/plan.py MODEL_FAMILIES"
         )
-    base = artifact_base(config, profile, models_root=models_root, out_dir=out_dir, bucket=bucket)
+    base = artifact_base(config, profile, **where)
     compiled = base.inputs["neuron_config"]  # the keywords the digest covers are the ones compile uses
     target_kwargs, draft_kwargs = copy.deepcopy(compiled["target"]), copy.deepcopy(compiled["draft"])
     draft_key = draft = draft_path = None
@@ -227,7 +226,7 @@ def build_plan(
                 f"profile {profile.name}: fused speculation runs the draft {draft_key} with the target's model class "
                 f"({model.class_name}); pick a draft of family {target.tokenizer_family!r}"
             )
-        draft_path = model_path(models_root, draft)
+        draft_path = model_path(base.models_root, draft)
     sdk = profile.image.sdk_version
     return BuildPlan(
         **vars(base),
@@ -237,7 +236,7 @@ def build_plan(
         model=model,
         target_key=profile.target,
         target=target,
-        target_path=model_path(models_root, target),
+        target_path=model_path(base.models_root, target),
         target_kwargs=target_kwargs,
         draft_key=draft_key,
         draft=draft,

@@ -27,36 +27,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.__main__ import parse_args
-from charts.bench_job import bench_run_argv, render_bench_job
+from charts.bench_job import LOSSLESS, RUN, SWEEP, BenchMode, bench_run_argv, render_bench_job
 from config import DeploymentConfig, load_config
-from config.bucket_layout import results_key, sweep_key
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError
 from ops.capacity_block import too_late
 from ops.kubectl import account_id, apply, aws_account, follow_job, run_or_print
 
 
-def new_run_id(lossless: bool = False, sweep: bool = False) -> str:
-    prefix = "lossless-" if lossless else "sweep-" if sweep else ""
-    return prefix + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+def new_run_id(mode: BenchMode = RUN) -> str:
+    return mode.run_id_prefix + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
-def bench_args_problem(
-    config: DeploymentConfig, extra_args: list[str], *, lossless: bool, sweep: bool = False
-) -> str | None:
+def bench_args_problem(config: DeploymentConfig, extra_args: list[str], *, mode: BenchMode) -> str | None:
     """Why the Job's `bench run` would refuse its arguments, found here with bench's own parser before the Job is
     applied (`--requests abc` used to fail in the pod); also refuses BENCH_ARGS that change what the Job owns."""
-    fixed = bench_run_argv(config, "bucket", "run", [], lossless=lossless, sweep=sweep)
+    fixed = bench_run_argv(config, "bucket", "run", [], mode=mode)
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors):
-            parsed = parse_args(bench_run_argv(config, "bucket", "run", extra_args, lossless=lossless, sweep=sweep))
+            parsed = parse_args(bench_run_argv(config, "bucket", "run", extra_args, mode=mode))
             owned = parse_args(fixed)
     except SystemExit:
         reason = re.sub(r"^python -m bench( [\w-]+)?: error: ", "", errors.getvalue().strip().splitlines()[-1])
-        return (
-            f"BENCH_ARGS {shlex.join(extra_args)!r}: {reason}; see python -m bench {'sweep' if sweep else 'run'} --help"
-        )
+        return f"BENCH_ARGS {shlex.join(extra_args)!r}: {reason}; see python -m bench {mode.command} --help"
     changed = [f for f, dest in JOB_OWNED_FLAGS.items() if getattr(parsed, dest, None) != getattr(owned, dest, None)]
     if changed:
         return (
@@ -81,20 +75,18 @@ JOB_OWNED_FLAGS = {
 }
 
 
-def run_bench(
-    config_path: str | None, extra_args: list[str], poll_s: float = 15.0, lossless: bool = False, sweep: bool = False
-) -> int:
+def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0, mode: BenchMode = RUN) -> int:
     from config import aws
 
     config = load_config(config_path)
-    if problem := bench_args_problem(config, extra_args, lossless=lossless, sweep=sweep):
+    if problem := bench_args_problem(config, extra_args, mode=mode):
         raise BuildError(problem)
     refusal = too_late(config, datetime.now(UTC), "the benchmark")
     if refusal:
         raise BuildError(refusal)
     account = aws_account(config)
-    run_id = new_run_id(lossless, sweep)
-    objects = render_bench_job(config, account, run_id, extra_args, lossless=lossless, sweep=sweep)
+    run_id = new_run_id(mode)
+    objects = render_bench_job(config, account, run_id, extra_args, mode=mode)
     job, ns = objects[0]["metadata"]["name"], config.namespace
     apply(ns, objects)
     if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):
@@ -103,17 +95,16 @@ def run_bench(
     local = Path("bench-results") / f"{run_id}.json"
     local.parent.mkdir(exist_ok=True)
     bucket = config.models_bucket_name(account)
-    key = sweep_key(run_id) if sweep else results_key(run_id)
+    key = mode.results_key(run_id)
     try:
         aws.s3_client(config.region, account).download_file(bucket, key, str(local))
     except aws.errors() as err:
         raise aws.failure(
             f"job/{job} finished but reading s3://{bucket}/{key}", err, f"see kubectl -n {ns} logs job/{job}"
         ) from None
-    if sweep:  # the SLOs and the speedup floor come from the same config the Job read
-        command = ["sweep-report", str(local), *(["--config", config_path] if config_path else [])]
-    else:
-        command = ["report", str(local)]
+    command = [mode.report, str(local)]
+    if mode.report_reads_config and config_path:  # the SLOs and the speedup floor come from the config the Job read
+        command += ["--config", config_path]
     report = [sys.executable, "-m", "bench", *command, "--out", str(local.with_suffix(""))]
     if subprocess.run(report).returncode != 0:
         raise BuildError(
@@ -135,24 +126,30 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--account", type=account_id, help="print the Job YAML for the bucket of this AWS account id")
     mode.add_argument("--apply", action="store_true", help="run the benchmark on the cluster and wait for it")
     kind = parser.add_mutually_exclusive_group()
-    kind.add_argument("--lossless", action="store_true", help="the lossless check (batch size 1) instead")
-    kind.add_argument("--sweep", action="store_true", help="the load sweep (bench sweep) instead")
+    parser.set_defaults(mode=RUN)
+    kind.add_argument(
+        "--lossless",
+        dest="mode",
+        action="store_const",
+        const=LOSSLESS,
+        help="the lossless check (batch size 1) instead",
+    )
+    kind.add_argument(
+        "--sweep", dest="mode", action="store_const", const=SWEEP, help="the load sweep (bench sweep) instead"
+    )
     args = parser.parse_args(argv)
-    lossless, sweep = args.lossless, args.sweep
     return run_or_print(
         args.apply,
-        lambda: run_bench(args.config, extra, lossless=lossless, sweep=sweep),
-        lambda: render_checked(args.config, args.account, extra, lossless=lossless, sweep=sweep),
+        lambda: run_bench(args.config, extra, mode=args.mode),
+        lambda: render_checked(args.config, args.account, extra, mode=args.mode),
     )
 
 
-def render_checked(
-    config_path: str | None, account: str, extra_args: list[str], *, lossless: bool, sweep: bool = False
-) -> list[dict]:
+def render_checked(config_path: str | None, account: str, extra_args: list[str], *, mode: BenchMode) -> list[dict]:
     config = load_config(config_path)
-    if problem := bench_args_problem(config, extra_args, lossless=lossless, sweep=sweep):
+    if problem := bench_args_problem(config, extra_args, mode=mode):
         raise BuildError(problem)
-    return render_bench_job(config, account, new_run_id(lossless, sweep), extra_args, lossless=lossless, sweep=sweep)
+    return render_bench_job(config, account, new_run_id(mode), extra_args, mode=mode)
 
 
 if __name__ == "__main__":

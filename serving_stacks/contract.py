@@ -11,8 +11,9 @@ Leaf module: imports nothing of ours.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 class DecodingView(Protocol):
@@ -104,7 +105,13 @@ class ServingStack(Protocol):
 
     @property
     def METRICS_PORT_NAME(self) -> str:
-        """The container port name the scraper matches."""
+        """The name of the serving container's port (charts/vllm_service.py), which the scraper matches."""
+        ...
+
+    @property
+    def COMPILE_CACHE_SUBDIR(self) -> str | None:
+        """Where below its cache root the stack's vLLM keeps the compile cache that is its artifact (ARTIFACT is
+        COMPILE_CACHE), or None when the artifact is not a compile cache."""
         ...
 
     @property
@@ -139,7 +146,18 @@ class ServingStack(Protocol):
         ...
 
     def build_job_env(self, *, logical_neuron_cores: int, scratch: str, out_dir: str) -> dict[str, str]:
-        """The build Job's environment of the stack, as rendered (the compile route, LNC, where it compiles)."""
+        """The build's environment of the stack (the compile route, LNC, where it compiles): rendered into the build
+        Job, and set again by the compile-cache builder for the directory it fills."""
+        ...
+
+    def draft_config_roles(self, method: str) -> tuple[str, ...]:
+        """Which staged checkpoints ("target", "draft") draft_problems reads the config.json of, for a profile of
+        this decoding method: () when the stack checks nothing of them before it builds."""
+        ...
+
+    def draft_problems(self, configs: Mapping[str, dict[str, Any]], method: str, k: int) -> list[str]:
+        """Why the stack's vLLM would refuse this draft when it starts, from the config.json files of the roles
+        draft_config_roles names (keyed by role), for `method` with k speculative tokens; [] when it would not."""
         ...
 
     def serve_command(self, *, code_path: str, port: int, profile_name: str) -> list[str]:

@@ -11,6 +11,7 @@ Leaf module: imports nothing of ours.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from serving_stacks.contract import ArtifactKind, LocalCache, ProfileView
@@ -26,6 +27,7 @@ MIN_DRIVER: tuple[int, ...] = (2, 24, 7, 0)
 # Where the scraper reads metrics: vLLM's OpenAI server mounts /metrics on its own port (api_server.py).
 METRICS_PATH: str = "/metrics"
 METRICS_PORT_NAME: str = "http"
+COMPILE_CACHE_SUBDIR: str | None = None  # the artifact is an NxDI compile (model_build.plan), not a compile cache
 
 
 def serves_image(vllm: str, plugin: str | None, sdk: str) -> bool:
@@ -87,6 +89,15 @@ def digest_inputs(profile: ProfileView) -> dict[str, Any]:
 
 def compile_args(*, vllm_argv: list[str], port: int, timeout_minutes: int) -> list[str]:
     """`model_build compile` builds the NxDI plan from the profile alone."""
+    return []
+
+
+def draft_config_roles(method: str) -> tuple[str, ...]:
+    """None: model_build.compile checks the staged checkpoints itself (model types, manifests) as it compiles."""
+    return ()
+
+
+def draft_problems(configs: Mapping[str, dict[str, Any]], method: str, k: int) -> list[str]:
     return []
 
 

@@ -28,6 +28,7 @@ Leaf module: imports nothing of ours.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from serving_stacks.contract import ArtifactKind, LocalCache, ProfileView
@@ -49,7 +50,7 @@ METRICS_PORT_NAME: str = "http"
 # (aws-neuron-eks-samples disagg_serve_vllm: VLLM_CACHE_ROOT=/cache/vllm-cache on an emptyDir).
 CACHE_ROOT = "/cache/vllm-cache"
 CACHE_GIB = 200  # node-local emptyDir for the copied cache (AWS's sample sizes its /cache at 200Gi)
-COMPILE_CACHE_SUBDIR = "neuron/compile_cache"
+COMPILE_CACHE_SUBDIR: str | None = "neuron/compile_cache"
 LOCAL_CACHE: LocalCache | None = LocalCache(path=CACHE_ROOT, size_gib=CACHE_GIB)
 
 # The compilation route, set in build and serve alike so that an image default cannot change it, and part of the
@@ -172,16 +173,11 @@ def env(*, artifact_dir: str, logical_neuron_cores: int) -> dict[str, str]:
     return runtime_env(logical_neuron_cores=logical_neuron_cores, cache_root=CACHE_ROOT)
 
 
-def build_env(*, cache_root: str, logical_neuron_cores: int) -> dict[str, str]:
-    """model_build's environment: serving's, compiling into cache_root (the layout below it is the one serving
-    copies back to CACHE_ROOT file by file)."""
-    return runtime_env(logical_neuron_cores=logical_neuron_cores, cache_root=cache_root)
-
-
 def build_job_env(*, logical_neuron_cores: int, scratch: str, out_dir: str) -> dict[str, str]:
-    """The build Job's environment for this stack, rendered: the same as build_env, so `kubectl get job -o yaml`
-    shows the route the compile runs on."""
-    return build_env(cache_root=out_dir, logical_neuron_cores=logical_neuron_cores)
+    """The build's environment: serving's, compiling into out_dir (the layout below it is the one serving copies
+    back to CACHE_ROOT file by file). Rendered into the build Job too, so `kubectl get job -o yaml` shows the route
+    the compile runs on."""
+    return runtime_env(logical_neuron_cores=logical_neuron_cores, cache_root=out_dir)
 
 
 # The start-up guard: the serving container runs vLLM under model_build/startup_guard.py (standard library only,
@@ -252,6 +248,19 @@ def speculators_problems(draft: dict[str, Any], method: str) -> list[str]:
             f"transformer_layer_config.model_type={layer.get('model_type')!r}: vLLM 0.29.0 builds EAGLE3 heads of "
             f"{' or '.join(EAGLE3_LAYER_TYPES)} layers only (algos.py:41-47)"
         )
+    return problems
+
+
+def draft_config_roles(method: str) -> tuple[str, ...]:
+    """The draft's config.json always (speculators format); DFlash also its target's (the drafter must fit it)."""
+    return ("target", "draft") if method == "dflash" else ("draft",)
+
+
+def draft_problems(configs: Mapping[str, dict[str, Any]], method: str, k: int) -> list[str]:
+    """What vLLM 0.29 and the plugin refuse at start, checked by the build before it takes the node."""
+    problems = speculators_problems(configs["draft"], method)
+    if method == "dflash":
+        problems += dflash_drafter_problems(configs["target"], configs["draft"], k)
     return problems
 
 

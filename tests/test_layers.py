@@ -133,3 +133,82 @@ def test_importing_the_stacks_loads_no_benchmark_runtime_and_no_aws_sdk():
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_blocks(tree: ast.AST) -> set[int]:
+    """ids of the nodes under `if TYPE_CHECKING:`: imports there never run, so they make no circle."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return skipped
+
+
+def runtime_imports(path: Path, ours: set[str]) -> set[str]:
+    """The modules of ours a module imports when it runs, at the top or inside a function (a lazy import closes a
+    circle as surely): `from pkg import name` counts pkg.name where that is a module, else pkg."""
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = _type_checking_blocks(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in ours}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names} & ours
+            found |= submodules or ({node.module} & ours)
+    return found
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each module that imports itself through others, with one such path."""
+    circles: list[list[str]] = []
+    for start in sorted(graph):
+        paths, seen = [[start]], {start}
+        while paths:
+            path = paths.pop()
+            for nxt in sorted(graph[path[-1]]):
+                if nxt == start:
+                    circles.append([*path, start])
+                    break
+                if nxt not in seen:
+                    seen.add(nxt)
+                    paths.append([*path, nxt])
+            else:
+                continue
+            break
+    return circles
+
+
+def test_no_module_imports_itself_through_others():
+    """No circle in the house (issue 27: config/schema.py <-> config/rules.py was one): each module's own
+    imports, lazy ones included, never lead back to it, so every module can be read after the ones it imports."""
+    paths = modules(*ALLOWED_EDGES)
+    names = {_module_name(p, ROOT): p for p in paths}
+    graph = {name: runtime_imports(path, set(names)) - {name} for name, path in names.items()}
+    circles = import_circles(graph)
+    assert not circles, "import circles: " + "; ".join(" -> ".join(c) for c in circles)
+
+
+def test_a_lazy_import_back_is_a_circle(tmp_path):
+    """The check itself, on the shape the config had: the schema imports the rules at the top, the rules import the
+    schema inside a function; an import under TYPE_CHECKING is no circle."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "schema.py").write_text("from pkg.rules import problems\n")
+    (tmp_path / "pkg" / "rules.py").write_text("def problems():\n    from pkg.schema import Model\n")
+    (tmp_path / "pkg" / "plan.py").write_text("from pkg.build import run\n")
+    (tmp_path / "pkg" / "build.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.plan import Plan\n"
+    )
+    names = {_module_name(p, tmp_path): p for p in (tmp_path / "pkg").glob("*.py")}
+    graph = {name: runtime_imports(path, set(names)) for name, path in names.items()}
+    assert import_circles(graph) == [
+        ["pkg.rules", "pkg.schema", "pkg.rules"],
+        ["pkg.schema", "pkg.rules", "pkg.schema"],
+    ]

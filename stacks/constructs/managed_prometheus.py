@@ -22,6 +22,7 @@ from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, POD_LABEL, PROFILE_LABEL, SCRAPE_JOB, VLLM_METRIC_PREFIXES
 from config.schema import DeploymentConfig
 from serving_stacks import stack_named
+from serving_stacks.contract import ServingStack
 
 # "The scraper config can't specify a scrape interval of less than 30 seconds" (AMP user guide, "Using an AWS managed
 # collector", Scraper configuration: https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html);
@@ -101,15 +102,14 @@ def scheduler_scrape_job() -> dict[str, Any]:
 
 def serving_scrape_jobs(config: DeploymentConfig) -> list[dict[str, Any]]:
     """One vLLM job per serving stack in use (each stack says where its metrics are), then the scheduler's."""
-    by_stack: dict[str, list[str]] = {}
+    by_stack: dict[ServingStack, list[str]] = {}
     for p in config.profiles:
-        by_stack.setdefault(p.image.stack, []).append(p.name)
+        by_stack.setdefault(stack_named(p.image.stack), []).append(p.name)
     jobs = []
-    for name, profiles in sorted(by_stack.items()):
-        stack = stack_named(name)
+    for stack, profiles in sorted(by_stack.items(), key=lambda item: item[0].NAME):
         jobs.append(
             vllm_scrape_job(
-                job=SCRAPE_JOB if len(by_stack) == 1 else f"{SCRAPE_JOB}-{name}",
+                job=SCRAPE_JOB if len(by_stack) == 1 else f"{SCRAPE_JOB}-{stack.NAME}",
                 namespace=config.namespace,
                 pod_labels=VLLM_POD_LABELS,
                 profiles=profiles,

@@ -8,7 +8,7 @@ import shlex
 import kubernetes_validate
 import pytest
 
-from charts.bench_job import RUNTIME_PACKAGES, bench_script, endpoints, render_bench_job
+from charts.bench_job import LOSSLESS, RUNTIME_PACKAGES, SWEEP, bench_script, endpoints, render_bench_job
 from charts.code_bundle import locked_requirements
 from tests.charts.conftest import vllm_of_kind
 
@@ -63,7 +63,7 @@ def test_bench_run_command_parses_with_the_bench_cli(default_config):
 
 
 def test_the_lossless_job_runs_the_check_and_publishes_nothing(default_config):
-    (obj,) = render_bench_job(default_config, "000000000000", "lossless-20261126-000000", [], lossless=True)
+    (obj,) = render_bench_job(default_config, "000000000000", "lossless-20261126-000000", [], mode=LOSSLESS)
     kubernetes_validate.validate(obj, f"{default_config.kubernetes_version}.0", strict=True)
     assert obj["metadata"]["name"] == "bench-lossless-20261126-000000"
     run = shlex.split(obj["spec"]["template"]["spec"]["containers"][0]["command"][2].splitlines()[-1])
@@ -74,7 +74,7 @@ def test_the_lossless_job_runs_the_check_and_publishes_nothing(default_config):
 def test_the_sweep_job_runs_bench_sweep_and_uploads_under_its_own_results_prefix(default_config):
     from bench.__main__ import build_parser
 
-    (obj,) = render_bench_job(default_config, "000000000000", "sweep-20261126-000000", ["--repeats", "2"], sweep=True)
+    (obj,) = render_bench_job(default_config, "000000000000", "sweep-20261126-000000", ["--repeats", "2"], mode=SWEEP)
     kubernetes_validate.validate(obj, f"{default_config.kubernetes_version}.0", strict=True)
     assert obj["spec"]["activeDeadlineSeconds"] == 12 * 3600  # a default sweep takes about 6 h on a trn2
     run = shlex.split(obj["spec"]["template"]["spec"]["containers"][0]["command"][2].splitlines()[-1])

@@ -407,3 +407,20 @@ def test_a_difference_outside_the_allowed_list_is_seen(default_config, change):
     changed = copy.deepcopy(groups["service-speculative"])
     NON_DECODING_CHANGES[change](changed)
     assert _decoding_free(changed, "speculative", f"{draft.hf_id}/{draft.revision}") != baseline
+
+
+def test_the_service_and_the_probes_reach_vllm_on_the_port_its_stack_names(default_config, plugin_config):
+    """One port name per stack (ServingStack.METRICS_PORT_NAME): the container's port, the Service's target and the
+    probes all use it, so the scraper that keeps pods by that name scrapes the port vLLM serves on."""
+    from serving_stacks import stack_named
+
+    for config in (default_config, plugin_config):
+        objects = render_serving(config, TEST_BUCKET)
+        services = vllm_of_kind(objects, "Service")
+        for name, deployment in vllm_of_kind(objects, "Deployment").items():
+            (container,) = deployment["spec"]["template"]["spec"]["containers"]
+            port_name = stack_named(config.profile(name).image.stack).METRICS_PORT_NAME
+            assert [p["name"] for p in container["ports"]] == [port_name]
+            assert [p["targetPort"] for p in services[name]["spec"]["ports"]] == [port_name]
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                assert container[probe]["httpGet"]["port"] == port_name, (name, probe)

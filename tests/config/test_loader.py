@@ -210,3 +210,21 @@ def test_a_yaml_merge_key_is_refused_with_a_sentence(tmp_path):
     (problem,) = _load_text(tmp_path, text)
     line = text.splitlines().index("  <<: *base") + 1
     assert f"line {line} uses a YAML merge key (<<); write the keys out" in problem
+
+
+def test_the_loader_runs_the_cross_field_rules_after_the_schema_builds_the_config():
+    """The schema checks each field; the loader then runs config/rules.py on the built config (the schema imports
+    nothing of the rules, so there is no circle)."""
+    from config.loader import parse_config
+    from config.schema import DeploymentConfig
+    from tests.conftest import default_config_dict
+
+    data = default_config_dict()
+    data["profiles"][1]["name"] = data["profiles"][0]["name"]
+    built = DeploymentConfig.model_validate(data)  # each field is valid on its own
+    assert [p.name for p in built.profiles] == [data["profiles"][0]["name"]] * 2
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert err.value.problems[0] == (
+        f"profiles: name {data['profiles'][0]['name']!r} is used twice; give every profile a unique name"
+    )

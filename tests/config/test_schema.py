@@ -599,6 +599,22 @@ def test_a_decoding_error_is_located_without_the_method_tag(method):
     assert problem.startswith("profiles[1].decoding.num_speculative_tokens:"), problem
 
 
+def test_every_method_a_stack_serves_is_a_decoding_method_and_no_other():
+    """The config's vocabulary of decoding.method comes from the stacks' METHODS (one owner): each parses, in the
+    order the stacks list them, and a method no stack serves is refused by pydantic's tag check."""
+    import typing
+
+    from config.schema import DraftSpeculation
+    from serving_stacks import STACKS
+
+    served = [m for s in STACKS for m in s.METHODS if m != "none"]
+    for method in served:
+        assert DraftSpeculation(method=method, draft="d", num_speculative_tokens=7).method == method
+    assert list(typing.get_args(DraftSpeculation.model_fields["method"].annotation)) == served
+    with pytest.raises(ValueError, match="Input should be 'fused-draft', 'eagle3' or 'dflash'"):
+        DraftSpeculation(method="medusa", draft="d", num_speculative_tokens=7)
+
+
 def test_an_unknown_method_names_every_stacks_methods():
     (problem,) = problems_for(lambda d: d["profiles"][1]["decoding"].update(method="eagle"))
     assert "method='eagle' is unknown" in problem

@@ -8,7 +8,9 @@ from charts import render_serving
 from charts.vllm_args import vllm_args
 from config import DeploymentConfig
 from model_build.artifact import artifact_plan
+from model_build.artifact_plan import BuildOptions
 from model_build.compile_cache import CachePlan
+from model_build.errors import BuildError
 from model_build.plan import BuildPlan
 
 
@@ -37,3 +39,31 @@ def test_a_stack_with_a_local_cache_copies_the_checked_artifact_there(plugin_con
 def test_a_stack_without_one_checks_the_mount_alone(default_config):
     for profile in default_config.profiles:
         assert "--copy-to" not in artifact_plan(default_config, profile).check_mounted_argv()
+
+
+@pytest.mark.parametrize("config_name", ["default_config", "plugin_config"])
+def test_the_plan_carries_the_graph_arguments_the_rendered_command_line_has(request, config_name):
+    """The typed field, checked against the rendered vLLM args (not the stack's function): a compile-cache profile's
+    graph arguments stand in its command line, in order; an NxDI profile has none (its keywords are digest inputs)."""
+    config: DeploymentConfig = request.getfixturevalue(config_name)
+    for profile in config.profiles:
+        plan = artifact_plan(config, profile)
+        args = vllm_args(config, profile)
+        if isinstance(plan, BuildPlan):
+            assert plan.graph_args is None
+            continue
+        graph = plan.graph_args
+        assert graph and any(args[i : i + len(graph)] == graph for i in range(len(args))), profile.name
+        assert plan.inputs["graph_args"] == graph  # the digest covers what the build refuses a command line by
+
+
+def test_each_kind_of_plan_builds_its_own_way(default_config, plugin_config, tmp_path):
+    """`model_build compile` calls plan.build(): the NxDI plan imports NxDI (absent here), the compile-cache plan
+    wants the serving command line; neither asks which stack it is."""
+    nxdi = artifact_plan(default_config, default_config.profiles[0], out_dir=str(tmp_path / "a"))
+    with pytest.raises(BuildError, match=r"compile needs NxDI \(neuronx-distributed-inference\)"):
+        nxdi.build(BuildOptions())
+    cache = artifact_plan(plugin_config, plugin_config.profiles[0], out_dir=str(tmp_path / "b"))
+    with pytest.raises(BuildError, match="builds its compile cache by running vLLM with the serving command line"):
+        cache.build(BuildOptions())
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

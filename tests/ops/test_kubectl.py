@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from charts.bench_job import SWEEP
 from config import aws, load_config
 from config.bucket_layout import MANIFEST_NAME, artifact_prefix, checkpoint_prefix, results_key
 from model_build.errors import BuildError
@@ -550,7 +551,7 @@ def test_a_bench_whose_report_fails_keeps_the_results_and_says_how_to_rerun(
     boto3.client("s3", region_name=config.region).put_object(
         Bucket=config.models_bucket_name(MOTO_ACCOUNT), Key=results_key("run1"), Body=b"not a results file"
     )
-    monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda lossless=False, sweep=False: "run1")
+    monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda mode=None: "run1")
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(BuildError, match=r"the results are in bench-results/run1.json, but their report failed"):
@@ -585,10 +586,10 @@ def test_a_sweep_job_downloads_its_sweep_file_and_reports_it_with_plots(
         Key=sweep_key("sweep-run1"),
         Body=empty.model_dump_json().encode(),
     )
-    monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda lossless=False, sweep=False: "sweep-run1")
+    monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda mode=None: "sweep-run1")
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
     monkeypatch.chdir(tmp_path)
-    assert run_benchmark_module.run_bench(None, [], poll_s=0, sweep=True) == 0
+    assert run_benchmark_module.run_bench(None, [], poll_s=0, mode=SWEEP) == 0
     report = tmp_path / "bench-results" / "sweep-run1"
     assert {p.name for p in report.iterdir()} >= {"report.md", "crossover.json", "pareto.png"}
