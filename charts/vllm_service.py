@@ -203,8 +203,8 @@ def vllm_container(config: DeploymentConfig, profile: ServingProfile) -> k8s.Con
 
 
 def port_name(profile: ServingProfile) -> str:
-    """The vLLM container's one port (API, health and /metrics): named as the stack says, because the managed
-    scraper keeps the pods' ports of that name (stacks/constructs/managed_prometheus.py)."""
+    """The vLLM container's one port (API, health and /metrics): named as the stack says. The managed scraper does
+    not use it: it keeps the metrics-only sidecar's port (charts/metrics_proxy.py), since this port serves /v1 too."""
     return stack_named(profile.image.stack).METRICS_PORT_NAME
 
 

@@ -49,12 +49,12 @@ KEDA_NAMESPACE = "keda"  # where stacks/constructs/keda.py installs the autoscal
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "amazon-cloudwatch", KEDA_NAMESPACE)
 # CloudFormation refuses a template body over 1,000,000 bytes (CloudFormation quotas, "Template body size in an
 # S3 object"). Measured 2026-11-26 (aws-cdk-lib 2.275, template files as `cdk synth` writes them): the Workloads
-# template is 369 kB with the default two profiles and grows by 25.4 kB per profile (its Deployment, Service, claim,
-# role, ScaledObject and endpoint routes); with 25% for 24-character names and longer model ids, 20 profiles need
-# about 939 kB. tests/stacks/test_workloads_stack.py re-measures it on every run; app.py checks the real size after
+# template is 415 kB with the default two profiles and grows by 28.5 kB per profile (its Deployment with the metrics
+# sidecar, Service, claim, role, ScaledObject and endpoint routes); with 25% for 24-character names and longer model
+# ids, 16 profiles need about 914 kB (18 would need 985 kB: too close to grow). tests/stacks/test_workloads_stack.py re-measures it on every run; app.py checks the real size after
 # synth.
 CLOUDFORMATION_TEMPLATE_BYTES = 1_000_000
-MAX_PROFILES = 20
+MAX_PROFILES = 16
 # The largest batch (vLLM --max-num-seqs) a profile may compile: config/schema.py bounds max_num_seqs with it, and
 # `bench sweep --max-num-seqs` with it too (its concurrency grid goes to 4x the batch: requests in flight on trn2).
 MAX_NUM_SEQS = 256

@@ -89,6 +89,7 @@ ADDONS: dict[str, dict[str, Pin]] = {
 
 KEDA = "keda"
 NEURON = "neuron"
+CLUSTER_AUTOSCALER = "cluster-autoscaler"
 
 # Helm charts, the same for every supported Kubernetes version (each chart's own floor is below 1.34).
 CHARTS: dict[str, ChartPin] = {
@@ -104,6 +105,23 @@ CHARTS: dict[str, ChartPin] = {
         version="1.9.0",
         source="aws-neuron/neuron-helm-charts 1.9.0 (value keys devicePlugin, npd, scheduler, draDriver read there)",
     ),
+    # The first chart line whose ClusterRole lets CA read resource.k8s.io resourceslices/deviceclasses/resourceclaims
+    # (added in 9.54.0; 9.53.0, the last with appVersion 1.34.x, has none, and DRA needs them), so both Kubernetes
+    # minors use it, with the image of the cluster's minor (CLUSTER_AUTOSCALER_IMAGES), as CA's README asks.
+    CLUSTER_AUTOSCALER: ChartPin(
+        repository="https://kubernetes.github.io/autoscaler",
+        chart="cluster-autoscaler",
+        version="9.59.0",
+        source="kubernetes/autoscaler@5a0b98e4 cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml "
+        "(tag cluster-autoscaler-chart-9.59.0, appVersion 1.35.0)",
+    ),
+}
+
+# The Cluster Autoscaler release per Kubernetes minor (one CA minor per Kubernetes minor: CA's README).
+CLUSTER_AUTOSCALER_REPOSITORY = "registry.k8s.io/autoscaling/cluster-autoscaler"
+CLUSTER_AUTOSCALER_IMAGES: dict[str, Pin] = {
+    "1.34": Pin("v1.34.5", "kubernetes/autoscaler tag cluster-autoscaler-1.34.5 (@cb2123ed)"),
+    "1.35": Pin("v1.35.2", "kubernetes/autoscaler tag cluster-autoscaler-1.35.2 (@2d425888)"),
 }
 
 ENVOY = "envoy"
@@ -135,8 +153,15 @@ class Versions:
     addons: dict[str, Pin]
     charts: dict[str, ChartPin]
     images: dict[str, Pin]
+    cluster_autoscaler_image: Pin
 
 
 def for_kubernetes(version: str) -> Versions:
     """The pins for a supported Kubernetes version (the config schema admits only those)."""
-    return Versions(kubernetes=version, addons=ADDONS[version], charts=CHARTS, images=IMAGES)
+    return Versions(
+        kubernetes=version,
+        addons=ADDONS[version],
+        charts=CHARTS,
+        images=IMAGES,
+        cluster_autoscaler_image=CLUSTER_AUTOSCALER_IMAGES[version],
+    )

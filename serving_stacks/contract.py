@@ -105,7 +105,8 @@ class ServingStack(Protocol):
 
     @property
     def METRICS_PORT_NAME(self) -> str:
-        """The name of the serving container's port (charts/vllm_service.py), which the scraper matches."""
+        """The name of the serving container's one port (API, health and /metrics; charts/vllm_service.py): the
+        Service, the probes and the metrics sidecar (charts/metrics_proxy.py), the scraper's only way in, reach it."""
         ...
 
     @property

@@ -3,8 +3,6 @@ may change only this cluster's node groups (docs/elastic-capacity.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -13,35 +11,14 @@ from constructs import Construct
 from config import node_scaling
 from config.catalogue import NODE_ROLE_LABEL
 from config.schema import DeploymentConfig
+from config.versions import CHARTS, CLUSTER_AUTOSCALER, CLUSTER_AUTOSCALER_REPOSITORY, for_kubernetes
 from stacks.constructs.pod_identity_role import PodIdentityRole
 from stacks.nag import acknowledge
 
-# ---- Pinned versions (to move into the version map, config/versions.py) ----------------------------------------
-# Chart `cluster-autoscaler` from https://kubernetes.github.io/autoscaler, tag cluster-autoscaler-chart-9.59.0
-# (kubernetes/autoscaler@5a0b98e4, cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml: appVersion 1.35.0). It is
-# the first chart line whose ClusterRole lets CA read resource.k8s.io resourceslices/deviceclasses/resourceclaims
-# (added in 9.54.0; 9.53.0, the last with appVersion 1.34.x, has none, and DRA needs them), so both Kubernetes minors
-# use it and the image is set to the CA release of the cluster's minor, as CA's README asks (one CA minor per
-# Kubernetes minor). Images: tags cluster-autoscaler-1.34.5 (@cb2123ed) and cluster-autoscaler-1.35.2 (@2d425888).
-CLUSTER_AUTOSCALER_CHART_REPOSITORY = "https://kubernetes.github.io/autoscaler"
-CLUSTER_AUTOSCALER_CHART_NAME = "cluster-autoscaler"
-CLUSTER_AUTOSCALER_CHART_VERSION = "9.59.0"
-CLUSTER_AUTOSCALER_IMAGE_REPOSITORY = "registry.k8s.io/autoscaling/cluster-autoscaler"
-
-
-@dataclass(frozen=True)
-class CaRelease:
-    image_tag: str
-    # --enable-dynamic-resource-allocation defaults to false in 1.34 (config/flags/flags.go:227 at 1.34.5) and is
-    # locked to true from 1.35 (flags.go:231, a false value is fatal at :302, at 1.35.2): pass it where it is needed.
-    dra_flag_needed: bool
-
-
-CLUSTER_AUTOSCALER_RELEASES: dict[str, CaRelease] = {
-    "1.34": CaRelease(image_tag="v1.34.5", dra_flag_needed=True),
-    "1.35": CaRelease(image_tag="v1.35.2", dra_flag_needed=False),
-}
-# -----------------------------------------------------------------------------------------------------------------
+# --enable-dynamic-resource-allocation defaults to false in 1.34 (config/flags/flags.go:227 at 1.34.5) and is locked to
+# true from 1.35 (flags.go:231, a false value is fatal at :302, at 1.35.2): pass it where it is needed. The chart and
+# the image of each Kubernetes minor come from the version map (config/versions.py).
+DRA_FLAG_NEEDED: dict[str, bool] = {"1.34": True, "1.35": False}
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
@@ -78,7 +55,6 @@ def extra_args(config: DeploymentConfig) -> dict[str, str]:
     DRA claim), and balancing would spread replicas over groups that CA calls similar although their AMI (and so
     their Neuron driver) may differ; least-waste picks the group that leaves the fewest devices idle.
     """
-    release = CLUSTER_AUTOSCALER_RELEASES[config.kubernetes_version]
     args = {
         "expander": "least-waste",
         "balance-similar-node-groups": "false",
@@ -87,7 +63,7 @@ def extra_args(config: DeploymentConfig) -> dict[str, str]:
         "scale-down-delay-after-add": node_scaling.duration(node_scaling.scale_down_delay_after_add_seconds(config)),
         "max-node-provision-time": node_scaling.duration(node_scaling.max_node_provision_seconds(config)),
     }
-    if release.dra_flag_needed:
+    if DRA_FLAG_NEEDED[config.kubernetes_version]:
         args["enable-dynamic-resource-allocation"] = "true"
     return args
 
@@ -118,7 +94,8 @@ class ClusterAutoscaler(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, config: DeploymentConfig) -> None:
         super().__init__(scope, construct_id)
-        release = CLUSTER_AUTOSCALER_RELEASES[config.kubernetes_version]
+        image = for_kubernetes(config.kubernetes_version).cluster_autoscaler_image
+        chart = CHARTS[CLUSTER_AUTOSCALER]
         self.identity = PodIdentityRole(
             self,
             "Identity",
@@ -145,7 +122,7 @@ class ClusterAutoscaler(Construct):
                 "tags": [ENABLED_TAG, cluster_tag(config.cluster_name)],
             },
             "fullnameOverride": RELEASE,
-            "image": {"repository": CLUSTER_AUTOSCALER_IMAGE_REPOSITORY, "tag": release.image_tag},
+            "image": {"repository": CLUSTER_AUTOSCALER_REPOSITORY, "tag": image.version},
             "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
             "nodeSelector": {NODE_ROLE_LABEL: "system"},
             "extraArgs": extra_args(config),
@@ -154,9 +131,9 @@ class ClusterAutoscaler(Construct):
             self,
             "Chart",
             cluster=cluster,
-            chart=CLUSTER_AUTOSCALER_CHART_NAME,
-            repository=CLUSTER_AUTOSCALER_CHART_REPOSITORY,
-            version=CLUSTER_AUTOSCALER_CHART_VERSION,
+            chart=chart.chart,
+            repository=chart.repository,
+            version=chart.version,
             release=RELEASE,
             namespace=NAMESPACE,
             create_namespace=False,

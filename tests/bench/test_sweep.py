@@ -31,6 +31,7 @@ from bench.sweep import SweepResults, SweepSettings, concurrency_grid, load_swee
 from bench.sweep_analysis import Slo, all_stats, best_goodput, crossovers, goodput, is_saturated
 from bench.sweep_report import CrossoverFile, peer_record, write_sweep_report
 from tests.bench.conftest import ROOT
+from tests.conftest import EXAMPLE_ACCOUNT
 
 MAX_NUM_SEQS = 4
 TOKENS = 16
@@ -310,8 +311,9 @@ def test_a_sweep_whose_upload_and_publish_meet_a_silent_aws_ends_in_sentences(
 
     source = save_sweep(sweep, tmp_path / "sweep.json")
     cfg = load_config(ROOT / "config" / "default.yaml")
+    bucket = f"trn-specdec-models-{EXAMPLE_ACCOUNT}-us-east-2"  # the owner is in the name: no STS call first
     for upload, cloudwatch, words in (
-        ("s3://bucket/results/run/", False, "upload to s3://bucket/results/run/ failed"),
+        (f"s3://{bucket}/results/run/", False, f"upload to s3://{bucket}/results/run/ failed"),
         (None, True, "CloudWatch publish to"),
     ):
         args = argparse.Namespace(no_plots=True, upload=upload, cloudwatch=cloudwatch)

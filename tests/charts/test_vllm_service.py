@@ -418,7 +418,9 @@ def test_the_service_and_the_probes_reach_vllm_on_the_port_its_stack_names(defau
         objects = render_serving(config, TEST_BUCKET)
         services = vllm_of_kind(objects, "Service")
         for name, deployment in vllm_of_kind(objects, "Deployment").items():
-            (container,) = deployment["spec"]["template"]["spec"]["containers"]
+            containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
+            assert set(containers) == {"vllm", "metrics-proxy"}  # the sidecar serves only /metrics to the scraper
+            container = containers["vllm"]
             port_name = stack_named(config.profile(name).image.stack).METRICS_PORT_NAME
             assert [p["name"] for p in container["ports"]] == [port_name]
             assert [p["targetPort"] for p in services[name]["spec"]["ports"]] == [port_name]

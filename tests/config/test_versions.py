@@ -17,7 +17,7 @@ from charts.stage_job import render_stage_job
 from config import DeploymentConfig
 from config.catalogue import PLACEHOLDER_ACCOUNT
 from config.kubernetes import SUPPORTED_KUBERNETES_VERSIONS
-from config.versions import ADDONS, CHARTS, IMAGES, for_kubernetes
+from config.versions import ADDONS, CHARTS, CLUSTER_AUTOSCALER_REPOSITORY, IMAGES, for_kubernetes
 from serving_stacks import stack_serving
 
 # What EKS add-on versions look like (Renovate's aws-eks-addon versioning: ^v?\d+\.\d+\.\d+-eksbuild\.\d+$).
@@ -59,6 +59,18 @@ def test_every_helm_chart_in_the_template_comes_from_the_map(synth):
     charts = [r["Properties"] for r in synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()]
     found = sorted((c["Repository"], c["Chart"], c["Version"]) for c in charts)
     assert found == sorted((c.repository, c.chart, c.version) for c in CHARTS.values())
+
+
+@pytest.mark.parametrize("which", ["synth", "variant_synth"])
+def test_the_cluster_autoscaler_image_is_the_maps_for_the_clusters_kubernetes_minor(which, request):
+    """One CA minor per Kubernetes minor (CA's README): the Helm values carry the map's image for the config's version."""
+    synth = request.getfixturevalue(which)
+    charts = synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()
+    (values,) = [
+        json.loads(r["Properties"]["Values"]) for r in charts if r["Properties"]["Chart"] == "cluster-autoscaler"
+    ]
+    image = for_kubernetes(synth.config.kubernetes_version).cluster_autoscaler_image
+    assert values["image"] == {"repository": CLUSTER_AUTOSCALER_REPOSITORY, "tag": image.version}
 
 
 def _images(node: Any) -> Iterator[str]:
