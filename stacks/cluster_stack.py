@@ -18,6 +18,7 @@ from config.kubernetes import KUBECTL_LAYERS
 from config.schema import DeploymentConfig
 from stacks import container_insights
 from stacks.constructs.capacity_block_notice import CapacityBlockNotice
+from stacks.constructs.grafana import Grafana
 from stacks.constructs.keda import Keda
 from stacks.constructs.managed_prometheus import ManagedPrometheus, serving_scrape_jobs
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
@@ -191,6 +192,16 @@ class ClusterStack(Stack):
         )
         self.keda = Keda(self, "Keda", cluster=self.cluster, workspace_arn=self.metrics.workspace.attr_arn)
         self.keda.chart.node.add_dependency(self.system_nodes, self.addons["eks-pod-identity-agent"])
+        # The viewer of the same series (docs/dashboard.md).
+        self.grafana = Grafana(
+            self,
+            "Grafana",
+            cluster=self.cluster,
+            config=config,
+            workspace_arn=self.metrics.workspace.attr_arn,
+            query_url=self.metrics.query_url,
+        )
+        self.grafana.chart.node.add_dependency(self.system_nodes, self.addons["eks-pod-identity-agent"])
         self._acknowledge_cdk_internals()
 
     def _acknowledge_cdk_internals(self) -> None:
