@@ -30,9 +30,9 @@ PROMETHEUS_TYPE = "grafana-amazonprometheus-datasource"
 CLOUDWATCH_UID = "cloudwatch"
 CLOUDWATCH_TYPE = "cloudwatch"
 DASHBOARD_UID = "trn-specdec-live"
-# Grafana 13's dashboard JSON model version (grafana/grafana public/app/features/dashboard/state/DashboardMigrator.ts,
-# DASHBOARD_SCHEMA_VERSION); a lower number makes Grafana migrate the JSON on load.
-SCHEMA_VERSION = 41
+# The dashboard JSON model's version. Grafana migrates a dashboard with an older number forward when it loads it, so
+# a number at or below the running Grafana's is safe; 39 is Grafana 11's (not checked against 13.2's own number).
+SCHEMA_VERSION = 39
 
 # vLLM 0.29.0's series as its Prometheus client exposes them (vllm/v1/metrics/loggers.py: histograms get _bucket,
 # counters _total; vllm/v1/spec_decode/metrics.py: the spec_decode counters).
