@@ -26,6 +26,7 @@ from config import DeploymentConfig, parse_config
 from config.metrics import ITL, VARIANT
 from stacks.constructs.grafana import datasources
 from stacks.constructs.managed_prometheus import SCHEDULER_METRICS, scrape_configuration, serving_scrape_jobs
+from stacks.constructs.serving_alert_rules import DRIFT_FOR, SPILL_SHARE, alert_rules
 from tests.conftest import ROOT, default_config_dict
 from tests.router_harness import envoy_router, stand_ins
 
@@ -34,15 +35,19 @@ Series = dict[str, str]  # one series' labels, __name__ included
 
 
 def ab_config() -> DeploymentConfig:
-    """The default deployment with a 90/10 split and a spilling speculative arm: every panel is rendered."""
+    """The default deployment with a 90/10 split, a spilling speculative arm and a tuned acceptance rate: every
+    panel and every alert is rendered."""
     data = default_config_dict()
     data["endpoint"] = {"weights": {"baseline": 90, "speculative": 10}, "spill_threshold": {"speculative": 2}}
+    (spec,) = [p for p in data["profiles"] if p["name"] == "speculative"]
+    spec["decoding"]["tuned_acceptance_rate"] = 0.62
     return parse_config(data)
 
 
 CONFIG = ab_config()
 DASHBOARD = live_dashboard(CONFIG)
 QUERIES = panel_queries(DASHBOARD)
+ALERTS = {r["alert"]: [r["expr"]] for g in alert_rules(CONFIG)["groups"] for r in g["rules"]}
 
 
 def vllm_source(relative: str) -> str:
@@ -113,7 +118,9 @@ def target_labels(job: dict[str, Any]) -> set[str]:
 def stored(config: DeploymentConfig, envoy: list[Series]) -> list[Series]:
     """Every series the workspace holds: each job's kept candidates with the job's target labels, plus `up`."""
     vllm = [{"__name__": n} for n in sorted(vllm_exposed_names())]
-    scheduler = [{"__name__": n} for n in SCHEDULER_METRICS]
+    # kube-scheduler's pending_pods gauge, one series per queue (kubernetes pkg/scheduler/metrics/metrics.go).
+    queues = ("active", "backoff", "unschedulable", "gated")
+    scheduler = [{"__name__": n, "queue": q} for n in SCHEDULER_METRICS for q in queues]
     out: list[Series] = []
     for job in rendered_jobs(config):
         name = job["job_name"]
@@ -314,3 +321,45 @@ def test_the_json_round_trips_through_the_viewers_values(tmp_path: Path):
     values = grafana_values(CONFIG, "https://example.invalid/workspaces/ws-1", "us-east-2")
     (provider,) = values["dashboards"].values()
     assert json.loads(provider["serving"]["json"]) == DASHBOARD
+
+
+# --- the alerts on what the dashboard shows (stacks/constructs/serving_alert_rules.py) ---
+
+
+def test_spill_and_acceptance_alerts_read_the_dashboards_queries_for_15_minutes():
+    rules = {r["alert"]: r for g in alert_rules(CONFIG)["groups"] for r in g["rules"]}
+    spill, acceptance = rules["SpillAboveShare-speculative"], rules["AcceptanceBelowTuned-speculative"]
+    share = QUERIES["spilled to the baseline (share of the arm's requests)"][0]
+    assert spill["expr"] == f"{share} > {SPILL_SHARE}"
+    assert acceptance["expr"] == f"{QUERIES['speculative: draft acceptance rate'][0]} < 0.62"
+    assert spill["for"] == acceptance["for"] == DRIFT_FOR == "15m"
+    assert "AcceptanceBelowTuned-baseline" not in rules and "SpillAboveShare-baseline" not in rules
+
+
+def test_without_a_tuned_rate_or_spill_there_is_no_drift_alert():
+    plain = {r["alert"] for g in alert_rules(parse_config(default_config_dict()))["groups"] for r in g["rules"]}
+    assert not any(a.startswith(("SpillAboveShare", "AcceptanceBelowTuned")) for a in plain)
+
+
+def test_every_alert_parses_and_reads_only_kept_series(store):
+    for exprs in ALERTS.values():
+        promql.parse(exprs[0])
+    assert unscraped(ALERTS, store) == {}
+
+
+ALERT_SERIES = sorted({(a, sel.name) for a, (e,) in ALERTS.items() for sel in selectors(promql.parse(e))})
+
+
+@pytest.mark.parametrize(("alert", "series"), ALERT_SERIES, ids=[f"{a}<-{s}" for a, s in ALERT_SERIES])
+def test_an_alert_whose_series_is_not_kept_is_flagged(store, alert, series):
+    assert alert in unscraped(ALERTS, [s for s in store if s["__name__"] != series])
+
+
+def test_a_tuned_rate_outside_0_to_1_is_refused_with_the_field_named():
+    from config import ConfigError
+
+    data = default_config_dict()
+    (spec,) = [p for p in data["profiles"] if p["name"] == "speculative"]
+    spec["decoding"]["tuned_acceptance_rate"] = 62
+    with pytest.raises(ConfigError, match=r"profiles\[1\]\.decoding\.tuned_acceptance_rate=62"):
+        parse_config(data)
