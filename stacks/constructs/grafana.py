@@ -23,7 +23,7 @@ from charts.live_dashboard import (
     PROMETHEUS_UID,
     live_dashboard,
 )
-from config.catalogue import NODE_ROLE_LABEL
+from config.catalogue import GRAFANA_NAMESPACE, NODE_ROLE_LABEL
 from config.schema import DeploymentConfig
 from stacks.constructs.pod_identity_role import PodIdentityRole
 from stacks.nag import acknowledge
@@ -41,7 +41,6 @@ GRAFANA_CHART_VERSION = "12.11.1"
 AMP_PLUGIN = "grafana-amazonprometheus-datasource@3.3.5"
 # --- end of pins ---
 
-GRAFANA_NAMESPACE = "grafana"
 GRAFANA_RELEASE = "grafana"
 GRAFANA_SERVICE_ACCOUNT = "grafana"
 DASHBOARD_FOLDER = "trn-specdec"
