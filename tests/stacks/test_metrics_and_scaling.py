@@ -77,6 +77,14 @@ def test_the_scraper_keeps_only_vllm_series_and_the_schedulers_pending_pods(synt
     assert pending["regex"] == "scheduler_pending_pods"
 
 
+def test_the_scrapers_blob_is_the_configuration_the_dashboard_tests_read(synth):
+    """tests/charts/test_live_dashboard.py computes the kept series from scrape_configuration(serving_scrape_jobs);
+    the template carries exactly that."""
+    from stacks.constructs.managed_prometheus import scrape_configuration, serving_scrape_jobs
+
+    assert scrape_config(synth) == yaml.safe_load(scrape_configuration(serving_scrape_jobs(synth.config)))
+
+
 def test_the_scraper_reads_the_rendered_endpoint_pod_on_its_metrics_port_only(synth):
     """The endpoint job finds the router's pod (and no vLLM pod) on the port whose listener serves only
     /stats/prometheus; the endpoint's NetworkPolicy admits the VPC, where the scraper's interfaces are, to that port."""
