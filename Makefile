@@ -21,7 +21,7 @@ VLLM_0_9_1_VENV := .venv-vllm-0.9.1
 # vLLM 0.29.0 (the vllm-neuron stack's engine), the same way: own lock, own environment, vllm --no-deps.
 VLLM_0_29_0_VENV := .venv-vllm-0.29.0
 
-.PHONY: setup synth test lint format deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy sweep-dry-run clean
+.PHONY: setup synth test lint format preflight deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy sweep-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -69,8 +69,14 @@ lint: setup
 format: setup
 	$(BIN)/ruff check --fix . && $(BIN)/ruff format .
 
-# Bootstrap is idempotent; broadening IAM/security-group changes are shown for confirmation.
+# Read-only checks of the account against the config, each ok / FAIL with the fix / skipped (docs/preflight.md);
+# within 30 s whatever the network does. PREFLIGHT_ARGS=--offline skips the Hugging Face revision check.
+preflight: setup
+	$(BIN)/python -m ops.preflight --config $(CONFIG) $(PREFLIGHT_ARGS)
+
+# The preflight first; bootstrap is idempotent; broadening IAM/security-group changes are shown for confirmation.
 deploy: setup
+	$(BIN)/python -m ops.preflight --config $(CONFIG) $(PREFLIGHT_ARGS)
 	$(CDK) bootstrap $(CDK_FLAGS) -c deploy=true
 	$(CDK) deploy --all $(CDK_FLAGS) -c deploy=true --require-approval broadening
 

@@ -193,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="recommend the smallest k whose predicted speedup is within this fraction of the best (default 0.02)",
     )
 
+    tune.add_argument(
+        "--baseline-tpot",
+        metavar="LOAD=MS,LOAD=MS",
+        help="predict the crossover from RESULTS (acceptance at concurrency 1) and the baseline's p50 TPOT (ms) at "
+        "two concurrencies, e.g. 1=45,4=52: is a sweep worth running?",
+    )
+    tune.add_argument("--max-num-seqs", type=whole_number(1), help="with --baseline-tpot: the grid's batch size")
+
     sw = sub.add_parser("sweep", help="load sweep: concurrency and Poisson rate grids, goodput, crossover, plots")
     sw.add_argument("--endpoint", action="append", required=True, metavar="NAME=URL", help="repeat per variant")
     sw.add_argument("--suite", default="default", help="`default` or a YAML/JSON file of test cases")
@@ -233,6 +241,19 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--request-timeout", type=finite_number(above=0), default=600.0, help="seconds per request (> 0)")
     sw.add_argument(
         "--max-duration", type=finite_number(above=0), default=900.0, help="no new request after this many s per run"
+    )
+    sw.add_argument(
+        "--grid",
+        choices=["adaptive", "full"],
+        default="adaptive",
+        help="adaptive (default): coarse pass, bisection to the crossover, repeats only where the verdict is in "
+        "doubt (docs/sweep.md); full: every point --repeats times",
+    )
+    sw.add_argument(
+        "--budget-minutes",
+        type=finite_number(above=0),
+        help="adaptive: start no run that would take the sweep past this many minutes; the report says what is "
+        "left undecided",
     )
     sw.add_argument("--out", default="bench-sweep.json", help="the sweep file, rewritten after every point")
     sw.add_argument("--report-dir", help="where report.md, crossover.json, peer/ and plots go (default: --out's stem)")
@@ -504,12 +525,39 @@ def _tune(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     results = load_results(args.results)
     cfg = _config(args.config) if any(v.num_speculative_tokens is None for v in results.variants) else None
+    if args.baseline_tpot:
+        return _predict_crossover(args, results, cfg if cfg is not None else _config(args.config))
     if args.check:
         from bench.tune import check_k_sweep, format_check
 
         print(format_check(check_k_sweep(results, _k_by_profile(cfg), args.cost_ratio), tolerance))
         return EXIT_OK
     print(format_tuning(fit_cases(results, _k_by_profile(cfg), args.cost_ratio), tolerance))
+    return EXIT_OK
+
+
+def _predict_crossover(args: argparse.Namespace, results: object, cfg: object | None) -> int:
+    from bench.sweep import concurrency_grid
+    from bench.tune import format_predictions, predict_crossovers
+
+    try:
+        pairs = [x.partition("=") for x in args.baseline_tpot.split(",") if x.strip()]
+        tpot = {float(load): float(ms) / 1000 for load, _, ms in pairs}
+    except ValueError:
+        tpot = {}
+    if len(tpot) < 2 or min(tpot) <= 0 or min(tpot.values()) <= 0:
+        print(
+            f"error: --baseline-tpot {args.baseline_tpot!r} needs the baseline's p50 TPOT at two concurrencies as "
+            "LOAD=MS pairs, e.g. 1=45,4=52",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    profiles = getattr(cfg, "profiles", [])
+    mns = args.max_num_seqs or (max(p.max_num_seqs for p in profiles) if profiles else 4)
+    floor = _sweep_policy(cfg)[0]
+    grid = [float(c) for c in concurrency_grid(mns) if c <= mns]
+    predictions = predict_crossovers(results, _k_by_profile(cfg), tpot, grid, floor, mns)  # type: ignore[arg-type]
+    print(format_predictions(predictions, floor))
     return EXIT_OK
 
 
@@ -593,7 +641,16 @@ def _sweep(args: argparse.Namespace) -> int:
         repeats=repeats,
         requests_per_point=args.requests,
         max_num_seqs=max_num_seqs,
+        grid=args.grid,
+        budget_minutes=args.budget_minutes,
     )
+    if args.budget_minutes is not None and args.grid == "full":
+        print(
+            f"error: --budget-minutes {args.budget_minutes:g} caps the adaptive sweep; --grid full runs every point "
+            "(drop one of the two)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     out = Path(args.out)
     folder = Path(args.report_dir) if args.report_dir else out.with_suffix("")
     if problem := out_problem(out, resume=args.resume, overwrite=args.overwrite):
@@ -606,19 +663,37 @@ def _sweep(args: argparse.Namespace) -> int:
     previous = load_sweep(out) if args.resume and out.exists() else None
     options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
     try:
-        sweep = asyncio.run(
-            run_sweep(
-                endpoints,
-                cases,
-                settings,
-                options=options,
-                k_by_variant=_k_by_profile(cfg),
-                baseline=baseline,
-                hardware=_hardware(cfg),
-                resume=previous,
-                on_point=lambda partial: save_sweep(partial, out),
+        if settings.grid == "adaptive":
+            from bench.adaptive import run_adaptive_sweep
+
+            sweep = asyncio.run(
+                run_adaptive_sweep(
+                    endpoints,
+                    cases,
+                    settings,
+                    _sweep_policy(cfg)[0],
+                    options=options,
+                    k_by_variant=_k_by_profile(cfg),
+                    baseline=baseline,
+                    hardware=_hardware(cfg),
+                    resume=previous,
+                    on_point=lambda partial: save_sweep(partial, out),
+                )
             )
-        )
+        else:
+            sweep = asyncio.run(
+                run_sweep(
+                    endpoints,
+                    cases,
+                    settings,
+                    options=options,
+                    k_by_variant=_k_by_profile(cfg),
+                    baseline=baseline,
+                    hardware=_hardware(cfg),
+                    resume=previous,
+                    on_point=lambda partial: save_sweep(partial, out),
+                )
+            )
     except (ConnectionError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_FAILED

@@ -8,6 +8,10 @@ stops by itself after --lifetime-s.
 Chunk i of a response is sent at request arrival + ttft + i * step (absolute schedule, so lateness does not
 accumulate); chunk sizes cycle through --pattern. Chunks after the first count as one speculative step with
 k drafted and (size - 1) accepted tokens in the V1 counters at /metrics.
+
+Load: a step takes either the linear model (--step-ms + --step-per-seq-ms x running) or, with a step-time curve
+(--step-table FILE --table-k K, or --step-curve), the measured time at the running batch (bench/step_table.py),
+so a sweep over two stand-ins sees a memory-bound floor and then a compute-bound slope, as on an accelerator.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aiohttp import web
+
+from bench.step_table import Curve, StepTable, StepTableError, step_at
 
 Usage = Literal["auto", "final", "none"]
 # Misbehaviour after the second chunk: `data: null`, a line that is not JSON, or closing without [DONE].
@@ -49,9 +55,13 @@ class Script:
     # running then); at most max_num_seqs run at once, the rest wait in arrival order (0: no limit).
     step_per_seq_s: float = 0.0
     max_num_seqs: int = 0
+    # A measured model of load instead of the linear one: step seconds per batch (bench/step_table.py).
+    step_curve: Curve = ()
 
     def step_at(self, running: int) -> float:
         """Seconds of one step while `running` requests are in the batch."""
+        if self.step_curve:
+            return step_at(self.step_curve, max(running, 1))
         return self.step_s + self.step_per_seq_s * running
 
     def tpot_at(self, running: int, tokens: int, prompt: str = "") -> float:
@@ -301,6 +311,12 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
     p.add_argument("--eos-after", type=int, default=None, help="without ignore_eos, stop after this many tokens")
     p.add_argument("--step-per-seq-ms", type=float, default=0.0, help="step time added per running request")
     p.add_argument("--max-num-seqs", type=int, default=0, help="requests running at once, the rest queue (0: no limit)")
+    p.add_argument(
+        "--step-table", help="measured step times (bench/step_table.py format): the step at the running batch"
+    )
+    p.add_argument("--table-k", type=int, default=0, help="with --step-table: 0 the target alone, else k drafted")
+    p.add_argument("--time-scale", type=float, default=1.0, help="with --step-table: multiply every step time")
+    p.add_argument("--step-curve", help="step ms per batch, e.g. 1:25.6,16:27.1,64:32.9 (instead of --step-table)")
     p.add_argument("--lifetime-s", type=float, default=600.0, help="exit after this long, whatever happens")
     a = p.parse_args(argv)
     try:
@@ -309,6 +325,14 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
         diverge = tuple((text, int(at)) for text, _, at in (x.rpartition("=") for x in a.diverge_for))
     except ValueError:
         p.error("--pattern, --pattern-for and --diverge-for need integers, e.g. 1,3,2 and 'meaning of life=1'")
+    try:
+        curve = _curve(a.step_curve) if a.step_curve else ()
+        if a.step_table:
+            if a.table_k < 0 or not a.time_scale > 0:
+                raise StepTableError(f"--table-k {a.table_k} must be >= 0 and --time-scale {a.time_scale} > 0")
+            curve = StepTable.load(a.step_table).curve(a.table_k, a.time_scale)
+    except StepTableError as err:
+        p.error(str(err))
     script = Script(
         ttft_s=a.ttft_ms / 1000,
         step_s=a.step_ms / 1000,
@@ -325,8 +349,20 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
         eos_after=a.eos_after,
         step_per_seq_s=a.step_per_seq_ms / 1000,
         max_num_seqs=a.max_num_seqs,
+        step_curve=curve,
     )
     return script, a.port, a.lifetime_s
+
+
+def _curve(spec: str) -> Curve:
+    """`1:25.6,16:27.1` (batch:ms) as (batch, seconds) pairs, increasing batch."""
+    try:
+        pairs = sorted((int(b), float(ms) / 1000) for b, _, ms in (x.partition(":") for x in spec.split(",")))
+    except ValueError:
+        raise StepTableError(f"--step-curve {spec!r} is not batch:ms pairs, e.g. 1:25.6,16:27.1,64:32.9") from None
+    if not pairs or pairs[0][0] < 1 or min(t for _, t in pairs) <= 0:
+        raise StepTableError(f"--step-curve {spec!r} needs batches >= 1 and step times > 0")
+    return tuple(pairs)
 
 
 def _pattern(spec: str) -> tuple[int, ...]:

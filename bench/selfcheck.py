@@ -48,6 +48,8 @@ def loopback_server(script: Script, lifetime_s: float) -> Iterator[str]:
         args += ["--eos-after", str(script.eos_after)]
     if script.step_per_seq_s or script.max_num_seqs:
         args += ["--step-per-seq-ms", str(script.step_per_seq_s * 1000), "--max-num-seqs", str(script.max_num_seqs)]
+    if script.step_curve:
+        args += ["--step-curve", ",".join(f"{b}:{t * 1000!r}" for b, t in script.step_curve)]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""

@@ -28,6 +28,7 @@ from config import pydantic_errors
 from config.crossover import LoadKind  # one owner: crossover.json's model names the load kinds
 
 SWEEP_SCHEMA_VERSION = 1
+Grid = Literal["adaptive", "full"]
 # The rate grid, when not given: these fractions of the baseline's request throughput at the largest
 # concurrency within max_num_seqs, so it spans light load to past saturation (where the queue grows).
 RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.5)
@@ -58,6 +59,10 @@ class SweepSettings(_Model):
     repeats: int = Field(ge=1)
     requests_per_point: int = Field(ge=1, description="At least this many measured requests per case and point.")
     max_num_seqs: int | None = Field(default=None, description="The services' batch size, when known (config).")
+    grid: Grid = Field(
+        default="full", description="full: every point `repeats` times; adaptive: bench/adaptive.py decides."
+    )
+    budget_minutes: float | None = Field(default=None, gt=0, description="adaptive: wall-time cap of the sweep.")
 
 
 class PointRun(_Model):
@@ -66,11 +71,36 @@ class PointRun(_Model):
     results: BenchResults
 
 
+class PointDecision(_Model):
+    """How the adaptive sweep decided one load of the candidate grid, and what it cost."""
+
+    point: LoadPoint
+    status: Literal["measured", "skipped", "undecided"]
+    reason: str = Field(description="Why it was measured (coarse pass, bisection, repeat) or skipped, in words.")
+    repeats: int = Field(ge=0)
+    requests: int = Field(ge=0, description="Measured requests sent, every variant and case.")
+    minutes: float = Field(ge=0, description="Wall minutes of its runs (the node's time).")
+    device_minutes: float | None = Field(description="minutes x the Neuron devices the variants claim, when known.")
+    predicted: dict[str, float] = Field(
+        default_factory=dict,
+        description="Speedup per `variant/kind` the fitted step-time model predicted before it was measured.",
+    )
+
+
+class AdaptiveLog(_Model):
+    decisions: list[PointDecision]
+    budget_minutes: float | None
+    minutes: float = Field(description="Wall minutes of every run.")
+    budget_exhausted: bool
+    undecided: list[str] = Field(description="What is left undecided, in words (e.g. the budget ran out).")
+
+
 class SweepResults(_Model):
     schema_version: Literal[1] = SWEEP_SCHEMA_VERSION
     created_at: datetime
     settings: SweepSettings
     points: list[PointRun]
+    adaptive: AdaptiveLog | None = None
 
     def done(self) -> set[tuple[LoadKind, float, int]]:
         return {(p.point.kind, p.point.value, p.repeat) for p in self.points}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -267,7 +268,84 @@ class Crossover:
     @property
     def uncertain(self) -> bool:
         """The floor lies within the repeats' range at the crossover or at the last point that paid."""
-        return any(s is not None and s.low < self.floor <= s.high for s in (self.speedup, self.last_paying_speedup))
+        return any(
+            s is not None and straddles(s.low, s.high, self.floor) for s in (self.speedup, self.last_paying_speedup)
+        )
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One (point, repeat) of one series (variant, kind): the speedup as kind_speedups computes it, the
+    interval of a per-request bootstrap around it, and the TPOTs behind it (geometric means over the cases)."""
+
+    speedup: float
+    low: float
+    high: float
+    base_tpot: float
+    tpot: float
+
+
+BOOTSTRAP_RESAMPLES = 200
+BOOTSTRAP_LEVEL = 0.90  # the interval holds the middle 90% of the resampled speedups
+
+
+def observe(
+    cases: Sequence[tuple[Sequence[float], Sequence[float]]], seed: int = 0, resamples: int | None = None
+) -> Observation | None:
+    """From per-request TPOTs (baseline, variant) per case: the geometric mean over cases of p50 ratios, and its
+    bootstrap interval (requests resampled with replacement within each case and side)."""
+    cases = [(b, v) for b, v in cases if b and v]
+    if not cases:
+        return None
+
+    def stat(pairs: Sequence[tuple[Sequence[float], Sequence[float]]]) -> tuple[float, float, float]:
+        base = [percentile(b, 50) or 0.0 for b, _ in pairs]
+        var = [percentile(v, 50) or 0.0 for _, v in pairs]
+        ratio = _geomean([b / v for b, v in zip(base, var, strict=True) if v > 0]) or 0.0
+        return ratio, _geomean(base) or 0.0, _geomean(var) or 0.0
+
+    speedup, base_tpot, tpot = stat(cases)
+    rng = random.Random(seed)
+    resampled = sorted(
+        stat([(rng.choices(b, k=len(b)), rng.choices(v, k=len(v))) for b, v in cases])[0]
+        for _ in range(BOOTSTRAP_RESAMPLES if resamples is None else resamples)
+    )
+    if not resampled:
+        return Observation(speedup, speedup, speedup, base_tpot, tpot)
+    tail = (1 - BOOTSTRAP_LEVEL) / 2 * 100
+    low, high = percentile(resampled, tail) or speedup, percentile(resampled, 100 - tail) or speedup
+    return Observation(speedup, min(low, speedup), max(high, speedup), base_tpot, tpot)
+
+
+def repeat_observations(p: PointRun) -> dict[tuple[str, str], Observation]:
+    """Every speculative variant and prompt kind of one (point, repeat), from its requests' TPOTs."""
+    r = p.results
+    out: dict[tuple[str, str], Observation] = {}
+    keys = dict.fromkeys((run.variant, run.kind) for run in r.runs if run.variant != r.baseline)
+    for variant, kind in keys:
+        cases = []
+        for run in r.runs:
+            base = r.run(r.baseline, run.test_case, run.stop)
+            if (run.variant, run.kind, run.stop) == (variant, kind, "fixed") and base is not None:
+                cases.append((_tpots(base), _tpots(run)))
+        seed = int(p.point.value * 1000) + p.repeat
+        if (obs := observe(cases, seed)) is not None:
+            out[(variant, kind)] = obs
+    return out
+
+
+def _tpots(run: CaseRun) -> list[float]:
+    return [t for r in run.records if r.ok and (t := r.tpot_s) is not None]
+
+
+def straddles(low: float, high: float, floor: float) -> bool:
+    """The floor lies within the repeats' range: the verdict at that point could go either way."""
+    return low < floor <= high
+
+
+def first_below(medians: Sequence[float], floor: float) -> int | None:
+    """The index of the first load (increasing) whose median speedup is below the floor: the crossover rule."""
+    return next((i for i, m in enumerate(medians) if m < floor), None)
 
 
 def crossovers(sweep: SweepResults, floor: float) -> list[Crossover]:
@@ -279,7 +357,7 @@ def crossovers(sweep: SweepResults, floor: float) -> list[Crossover]:
             (s for s in speedups if (s.variant, s.kind, s.point.kind) == (variant, kind, load) and not s.saturated),
             key=lambda s: s.point.value,
         )
-        first = next((i for i, s in enumerate(series) if s.median < floor), None)
+        first = first_below([s.median for s in series], floor)
         below = series[first] if first is not None else None
         paying = series[first - 1] if first else (series[-1] if first is None and series else None)
         out.append(

@@ -269,6 +269,90 @@ def _crossover_line(c: Crossover) -> str:
     )
 
 
+def adaptive_section(sweep: SweepResults) -> list[str]:
+    """How the adaptive sweep decided each load of the grid, what each cost, and what it left undecided."""
+    log = sweep.adaptive
+    assert log is not None
+    measured = [d for d in log.decisions if d.status != "skipped"]
+    requests = sum(d.requests for d in log.decisions)
+    device_minutes = [d.device_minutes for d in measured]
+    devices = f"{sum(x for x in device_minutes if x):.1f} device-minutes" if all(device_minutes) else "devices unknown"
+    budget = "no budget" if log.budget_minutes is None else f"budget {log.budget_minutes:g} min"
+    out = [
+        "## How each load was decided (adaptive sweep)",
+        "",
+        f"{len(measured)} of {len(log.decisions)} grid loads measured, {requests} requests, {log.minutes:.1f} min "
+        f"of runs ({devices}; {budget}"
+        + (", **exhausted**" if log.budget_exhausted else "")
+        + "). `--grid full` measures every load `repeats` times. `predicted`: the speedup the step-time model "
+        "fitted to the loads measured before it predicted (bench/adaptive.py).",
+        "",
+    ]
+    header = ["load", "decision", "runs", "requests", "minutes", "device-min", "predicted", "why"]
+    rows = [
+        [
+            d.point.label,
+            d.status,
+            str(d.repeats),
+            str(d.requests),
+            f"{d.minutes:.2f}",
+            _f(d.device_minutes),
+            ", ".join(f"{k} {v:.2f}x" for k, v in d.predicted.items()) or "-",
+            d.reason,
+        ]
+        for d in log.decisions
+    ]
+    out += [*table.markdown(header, rows), ""]
+    if log.undecided:
+        out += ["Left undecided:", "", *[f"- {u}" for u in log.undecided], ""]
+    return out
+
+
+def prediction_section(sweep: SweepResults, floor: float, stats: Sequence[PointStats]) -> list[str]:
+    """`bench tune --baseline-tpot`'s prediction, made from what the sweep measured first (its lowest
+    concurrency, and the baseline's p50 TPOT at its two lowest concurrencies), beside the measured crossover."""
+    from bench.tune import PREDICTION_ASSUMPTIONS, predict_crossovers
+
+    concurrency = sorted({p.point.value for p in sweep.points if p.point.kind == "concurrency"})
+    base = {
+        s.point.value: s.tpot_p50
+        for s in stats
+        if s.variant == sweep.baseline and s.point.kind == "concurrency" and s.tpot_p50
+    }
+    loads = [c for c in concurrency if c in base][:2]
+    first = next((p for p in sweep.points if p.point.kind == "concurrency" and p.point.value == loads[0]), None)
+    if len(loads) < 2 or first is None:
+        return []
+    mns = sweep.settings.max_num_seqs
+    grid = [float(c) for c in sweep.settings.concurrencies if mns is None or c <= mns]
+    predictions = predict_crossovers(first.results, {}, {c: base[c] for c in loads}, grid, floor, mns)  # type: ignore[misc]
+    if not predictions:
+        return []
+    measured = {(c.variant, c.kind): c.value for c in crossovers(sweep, floor) if c.load == "concurrency"}
+    header = ["variant", "case", "kind", "predicted crossover", "measured crossover (kind)"]
+    rows = [
+        [
+            p.variant,
+            p.test_case,
+            p.kind,
+            "none in the grid" if p.crossover is None else f"{p.crossover:g}",
+            "none in the grid" if measured.get((p.variant, p.kind)) is None else f"{measured[(p.variant, p.kind)]:g}",
+        ]
+        for p in predictions
+    ]
+    return [
+        "## Predicted before paying vs measured",
+        "",
+        f"`bench tune --baseline-tpot`'s model, fed what this sweep measured first: acceptance and step times at "
+        f"concurrency {loads[0]:g}, the baseline's TPOT at {loads[0]:g} and {loads[1]:g}. Assumptions: "
+        + "; ".join(PREDICTION_ASSUMPTIONS)
+        + ".",
+        "",
+        *table.markdown(header, rows),
+        "",
+    ]
+
+
 def markdown(sweep: SweepResults, floor: float, slo: Slo, images: Sequence[str] = ()) -> str:
     s = sweep.settings
     stats = all_stats(sweep, slo)
@@ -292,6 +376,9 @@ def markdown(sweep: SweepResults, floor: float, slo: Slo, images: Sequence[str] 
     for (variant, load), b in sorted(best_goodput(stats).items()):
         out.append(f"- `{variant}` ({load} sweep): {b.goodput_rps:.2f} req/s within the SLO at {b.point.label}")
     out += ["", "## Every point", "", *table.markdown(*stats_rows(stats)), ""]
+    out += prediction_section(sweep, floor, stats)
+    if sweep.adaptive is not None:
+        out += adaptive_section(sweep)
     out += ["## Speedup per prompt kind", ""]
     header = ["load", "variant", "kind", "x TPOT (median)", "range", "runs", "saturated"]
     rows = [

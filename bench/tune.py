@@ -15,10 +15,11 @@ where to look next: add a profile with that k to the config (one more service, n
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.results import BenchResults, CaseRun
-from bench.spec_metrics import alpha_from_length, expected_speedup
+from bench.spec_metrics import alpha_from_length, expected_speedup, expected_tokens_per_step
 from config.speculation import K_RANGE
 
 DEFAULT_COST_RATIO = 0.05  # draft step / target step; Qwen3-1.7B vs Qwen3-32B is ~1.7/32 by parameters
@@ -246,3 +247,87 @@ def propose_profiles(config: object, ks: tuple[int, ...] = PROPOSED_KS) -> tuple
                 {key: v for key, v in entry.items() if key in ("name", "decoding") or serving.get(key) != v}
             )
     return proposals, dropped
+
+
+# --- predict before paying: where speculation stops paying, from one run at concurrency 1 ---------------------
+
+PREDICTION_ASSUMPTIONS = (
+    "the baseline's step time is linear in the batch through the two loads given (a memory-bound floor followed "
+    "by a compute-bound slope looks linear only locally: loads near the expected crossover predict best)",
+    "verifying k+1 tokens per sequence at batch b costs the baseline's step at batch (k+1) x b (the step grows "
+    "with tokens in flight); attention over long contexts makes it cost more: expect the prediction within "
+    "about a grid step",
+    "a draft step costs c x the baseline's step at the same batch: c is the run's speculative step time less "
+    "its verify, per draft step, at the run's concurrency (best 1)",
+    "acceptance does not change with load; the batch is the concurrency, up to max_num_seqs",
+)
+
+
+@dataclass(frozen=True)
+class CrossoverPrediction:
+    """Where a speculative variant's predicted TPOT speedup on one case falls below the floor."""
+
+    variant: str
+    test_case: str
+    kind: str
+    k: int
+    tokens_per_step: float
+    c: float
+    crossover: float | None  # the lowest grid load predicted below the floor; None: none in the grid
+    at_grid: dict[float, float]  # load -> predicted speedup
+
+
+def predicted_speedup(
+    tokens_per_step: float, k: int, c: float, base_step: Callable[[float], float], batch: float
+) -> float:
+    """L x T(b) / (k c T(b) + T((k+1) b)): the speculative step drafts k times and verifies k+1 tokens."""
+    base = base_step(batch)
+    return tokens_per_step * base / (k * c * base + base_step((k + 1) * batch))
+
+
+def linear_step(points: dict[float, float]) -> Callable[[float], float]:
+    """The baseline's step time (its TPOT: one token per step) as a line through two (load, TPOT) points."""
+    (l1, t1), (l2, t2) = sorted(points.items())[:2]
+    slope = max(0.0, (t2 - t1) / (l2 - l1))
+    return lambda b: t1 + slope * (b - l1)
+
+
+def predict_crossovers(
+    results: BenchResults,
+    k_by_variant: dict[str, int],
+    baseline_tpot: dict[float, float],
+    grid: list[float],
+    floor: float,
+    max_num_seqs: int | None = None,
+) -> list[CrossoverPrediction]:
+    """Per speculative run of a results file (acceptance and the draft's cost at its load, best at concurrency
+    1): the predicted speedup at every grid load and the first below the floor."""
+    if len(baseline_tpot) < 2:
+        raise ValueError("--baseline-tpot needs the baseline's TPOT at two loads, e.g. 1=45,4=52 (ms)")
+    step = linear_step(baseline_tpot)
+    load = float(results.settings.concurrency or 1)
+    out = []
+    for fit in fit_cases(results, k_by_variant, c=None):
+        run = next(r for r in results.runs if r.variant == fit.variant and r.case_label == fit.test_case)
+        length, _ = _mean_length(run)
+        tokens = length if length is not None else expected_tokens_per_step(fit.alpha, fit.k)
+        # c under this model: the measured speculative step less its verify, per draft step
+        spec_step = run.step_time_s()
+        c = fit.c if not spec_step else max(0.0, (spec_step - step((fit.k + 1) * load)) / (fit.k * step(load)))
+        at = {g: predicted_speedup(tokens, fit.k, c, step, min(g, max_num_seqs or g)) for g in grid}
+        crossover = next((g for g in sorted(at) if at[g] < floor), None)
+        out.append(CrossoverPrediction(fit.variant, fit.test_case, fit.kind, fit.k, tokens, c, crossover, at))
+    return out
+
+
+def format_predictions(predictions: list[CrossoverPrediction], floor: float) -> str:
+    lines = [f"Predicted crossover (speedup below {floor:g}x), before paying for a sweep. Assumptions:"]
+    lines += [f"  - {a}" for a in PREDICTION_ASSUMPTIONS]
+    for p in predictions:
+        where = "none in the grid" if p.crossover is None else f"{p.crossover:g}"
+        curve = ", ".join(f"{g:g}: {s:.2f}x" for g, s in sorted(p.at_grid.items()))
+        lines.append(
+            f"{p.variant} {p.test_case} ({p.kind}, k={p.k}, {p.tokens_per_step:.2f} tokens/step, c={p.c:.3f}): "
+            f"crossover {where}  [{curve}]"
+        )
+    return "\n".join(lines)

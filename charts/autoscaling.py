@@ -1,6 +1,6 @@
 """Queue-depth autoscaling of the vLLM services: one KEDA ScaledObject per profile, the TriggerAuthentication that
-lets KEDA query the managed Prometheus workspace, and what the managed scraper needs inside the cluster (RBAC for its
-user, a NetworkPolicy that admits it to the vLLM port).
+lets KEDA query the managed Prometheus workspace, and what the managed scraper needs inside the cluster (its network
+path to the vLLM pods; AMP grants its Kubernetes access itself).
 
 Each ScaledObject makes KEDA run an HPA (autoscaling/v2) on the profile's Deployment with the metric
 sum(vllm:num_requests_waiting) as an AverageValue target, i.e. requests waiting per replica. Its numbers come from
@@ -15,6 +15,7 @@ import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
+from charts.metrics_proxy import METRICS_PORT as METRICS_PROXY_PORT
 from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, PROFILE_LABEL, REQUESTS_RUNNING, REQUESTS_WAITING
 from config.scaling import max_replicas, min_replicas, running_threshold, waiting_threshold
@@ -24,11 +25,6 @@ KEDA_API_VERSION = "keda.sh/v1alpha1"
 TRIGGER_AUTHENTICATION = "keda-managed-prometheus"
 WAITING_TRIGGER = "requests-waiting"
 RUNNING_TRIGGER = "requests-running"
-# The Kubernetes user the managed scraper's EKS access entry maps to (AMP user guide, "Configuring your Amazon EKS
-# cluster": the RBAC binds `aps-collector-user`).
-SCRAPER_USER = "aps-collector-user"
-SCRAPER_NAME = "trn-specdec-metrics-scraper"
-SCHEDULER_METRICS_RESOURCE = "ksh/metrics"  # metrics.eks.amazonaws.com: the kube-scheduler's metrics endpoint
 
 
 def selector(namespace: str, profile: str) -> str:
@@ -104,6 +100,14 @@ def scaled_object(config: DeploymentConfig, profile: ServingProfile, query_url: 
     }
 
 
+def scaled_object_name(config: DeploymentConfig, profile: ServingProfile) -> str | None:
+    """The name of the profile's ScaledObject, or None when none is rendered (scaling off, or the profile switched
+    off with replicas 0). ops/out_of_service.py asks this to know who owns the profile's replica count."""
+    if not config.scaling.enabled or profile.replicas == 0:
+        return None
+    return profile.name
+
+
 def keda_object(scope: Construct, kind: str, *, name: str, namespace: str) -> cdk8s.ApiObject:
     """A KEDA custom resource (no typed bindings; its schema is checked in tests against the pinned CRDs)."""
     return cdk8s.ApiObject(
@@ -126,55 +130,31 @@ class AutoscalingChart(cdk8s.Chart):
             cdk8s.JsonPatch.add("/spec", {"podIdentity": {"provider": "aws", "identityOwner": "keda"}})
         )
         for profile in config.profiles:
-            if profile.replicas == 0:
+            name = scaled_object_name(config, profile)
+            if name is None:
                 continue  # switched off in the config: nothing to scale
-            keda_object(self, "ScaledObject", name=profile.name, namespace=ns).add_json_patch(
+            keda_object(self, "ScaledObject", name=name, namespace=ns).add_json_patch(
                 cdk8s.JsonPatch.add("/spec", scaled_object(config, profile, query_url))
             )
 
 
 class ScraperAccess(Construct):
-    """Least privilege for the managed scraper's user: watch pods in the serving namespace, endpoints of the API
-    server's Service in `default`, and read the scheduler's metrics; admitted to the vLLM port from the VPC."""
+    """What the managed scraper needs inside the cluster: only the network path to the pods it scrapes.
+
+    No RBAC: the cluster authenticates with access entries (authentication mode API, stacks/cluster_stack.py), and
+    for that mode AMP creates the scraper's access entry and its access policy itself when the scraper is created
+    (AMP user guide, "Configuring your Amazon EKS cluster":
+    https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html). That policy is AMP's, not ours
+    and not least privilege: get/list/watch on nodes, pods, services, endpoints, ingresses and configmaps in every
+    namespace, /metrics, and the control plane's kcm/ksh metrics. The ClusterRole bound to `aps-collector-user` that
+    the guide gives is for clusters that map principals with the `aws-auth` ConfigMap; in API mode nothing maps the
+    scraper to that user, so such RBAC would grant nothing."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig) -> None:
         super().__init__(scope, construct_id)
-        subject = [k8s.Subject(kind="User", name=SCRAPER_USER, api_group="rbac.authorization.k8s.io")]
-        watch = ["get", "list", "watch"]
-        for ns, resources in ((config.namespace, ["pods"]), ("default", ["endpoints", "services", "pods"])):
-            role = k8s.KubeRole(
-                self,
-                f"Role-{ns}",
-                metadata=k8s.ObjectMeta(name=SCRAPER_NAME, namespace=ns),
-                rules=[k8s.PolicyRule(api_groups=[""], resources=resources, verbs=watch)],
-            )
-            k8s.KubeRoleBinding(
-                self,
-                f"RoleBinding-{ns}",
-                metadata=k8s.ObjectMeta(name=SCRAPER_NAME, namespace=ns),
-                role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role.name),
-                subjects=subject,
-            )
-        cluster_role = k8s.KubeClusterRole(
-            self,
-            "ClusterRole",
-            metadata=k8s.ObjectMeta(name=SCRAPER_NAME),
-            rules=[
-                k8s.PolicyRule(
-                    api_groups=["metrics.eks.amazonaws.com"], resources=[SCHEDULER_METRICS_RESOURCE], verbs=["get"]
-                )
-            ],
-        )
-        k8s.KubeClusterRoleBinding(
-            self,
-            "ClusterRoleBinding",
-            metadata=k8s.ObjectMeta(name=SCRAPER_NAME),
-            role_ref=k8s.RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=cluster_role.name),
-            subjects=subject,
-        )
         # The scraper's network interfaces live in the VPC's private subnets, not in a pod: the namespace's
-        # default-deny policy (charts/pod_security.py) would drop its scrapes. vLLM serves /metrics on its API port.
-        ports = sorted({p.port for p in config.profiles})
+        # default-deny policy (charts/pod_security.py) would drop its scrapes. It is admitted from the VPC to the
+        # metrics-only sidecar's port, never to vLLM's own port, which serves the unauthenticated /v1 API too.
         k8s.KubeNetworkPolicy(
             self,
             "NetworkPolicy",
@@ -186,7 +166,7 @@ class ScraperAccess(Construct):
                     k8s.NetworkPolicyIngressRule(
                         from_=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=config.network.vpc_cidr))],
                         ports=[
-                            k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(p), protocol="TCP") for p in ports
+                            k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(METRICS_PROXY_PORT), protocol="TCP")
                         ],
                     )
                 ],

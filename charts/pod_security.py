@@ -14,7 +14,9 @@ profile, never privileged. Beyond that, two kinds:
   container, and no Neuron sample asks for privileged mode or added capabilities.
 
 The NetworkPolicies make the namespace closed by default: no pod accepts connections, except the vLLM pods
-on their service ports from pods of this namespace (the benchmark Job and any in-namespace caller). Traffic
+on their API ports from the endpoint's Envoy and the benchmark Job (by their labels, in this namespace), the vLLM
+pods' metrics-only sidecar port from the VPC (the managed scraper, charts/autoscaling.py, charts/metrics_proxy.py)
+and the endpoint's own ports (charts/endpoint.py). Traffic
 from the node itself (kubelet probes, `kubectl port-forward`) is not subject to them (the VPC CNI's policy
 agent always allows the node's IP).
 """
@@ -54,16 +56,17 @@ def image_user() -> k8s.SecurityContext:
     return _base(read_only_root_filesystem=False)
 
 
-def network_policies(ports: list[int]) -> list[tuple[str, k8s.NetworkPolicySpec]]:
-    """(name, spec): deny all ingress in the namespace; allow the vLLM pods' `ports` from the namespace's pods."""
+def network_policies(ports: list[int], callers: list[dict[str, str]]) -> list[tuple[str, k8s.NetworkPolicySpec]]:
+    """(name, spec): deny all ingress in the namespace; allow the vLLM pods' `ports` (their inference API) only from
+    this namespace's pods that carry one of the `callers` label sets (the endpoint's Envoy and the benchmark Job)."""
     deny = k8s.NetworkPolicySpec(pod_selector=k8s.LabelSelector(), policy_types=["Ingress"])
     allow = k8s.NetworkPolicySpec(
         pod_selector=k8s.LabelSelector(match_labels=VLLM_POD_LABELS),
         policy_types=["Ingress"],
         ingress=[
             k8s.NetworkPolicyIngressRule(
-                # A bare podSelector: pods of this namespace only (the benchmark Job among them).
-                from_=[k8s.NetworkPolicyPeer(pod_selector=k8s.LabelSelector())],
+                # A podSelector without a namespaceSelector: pods of this namespace only, and only these.
+                from_=[k8s.NetworkPolicyPeer(pod_selector=k8s.LabelSelector(match_labels=c)) for c in callers],
                 ports=[
                     k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(p), protocol="TCP")
                     for p in sorted(set(ports))
@@ -71,4 +74,4 @@ def network_policies(ports: list[int]) -> list[tuple[str, k8s.NetworkPolicySpec]
             )
         ],
     )
-    return [("default-deny-ingress", deny), ("vllm-from-namespace", allow)]
+    return [("default-deny-ingress", deny), ("vllm-from-callers", allow)]

@@ -11,8 +11,9 @@ import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.bench_job import BenchmarkRequirements, BenchmarkSupport
+from charts.bench_job import BENCH_LABELS, BenchmarkRequirements, BenchmarkSupport
 from charts.code_bundle import CodeBundle, ConfigFile, SharedCode
+from charts.endpoint import LABELS as ENDPOINT_LABELS
 from charts.endpoint import Endpoint
 from charts.model_build_job import ModelBuildCode, ModelBuildSupport
 from charts.pod_security import network_policies
@@ -51,7 +52,7 @@ class BaseChart(cdk8s.Chart):
         self.verify_code = CodeBundle(self, "VerifyCode", name="trn-specdec-verify-code", files=VERIFY_CODE)
         self.network_policies = [
             k8s.KubeNetworkPolicy(self, name, metadata=k8s.ObjectMeta(name=name), spec=spec)
-            for name, spec in network_policies([p.port for p in config.profiles])
+            for name, spec in network_policies([p.port for p in config.profiles], [ENDPOINT_LABELS, BENCH_LABELS])
         ]
         for child in (self.config_file, self.verify_code, *self.network_policies):
             child.node.add_dependency(self.namespace_object)

@@ -6,6 +6,7 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.code_bundle import CODE_PATH, CodeBundle
+from charts.metrics_proxy import metrics_proxy_container
 from charts.models_volume import ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, gi, trn2_placement, trn2_resources
 from charts.pod_security import image_user, non_root
@@ -103,7 +104,12 @@ class VllmService(Construct):
                         **trn2_placement(self.claim_template.name),
                         termination_grace_period_seconds=60,
                         init_containers=[verify_artifact_container(config, profile)],
-                        containers=[vllm_container(config, profile)],
+                        containers=[
+                            vllm_container(config, profile),
+                            metrics_proxy_container(
+                                vllm_port=profile.port, metrics_path=stack_named(profile.image.stack).METRICS_PATH
+                            ),
+                        ],
                         volumes=pod_volumes(self.volume.claim_name, code, profile),
                     ),
                 ),

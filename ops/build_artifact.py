@@ -3,8 +3,8 @@
 python -m ops.build_artifact PROFILE --apply [--config config/default.yaml]
 python -m ops.build_artifact PROFILE --account ACCOUNT_ID     # print the model-build Job YAML instead
 
-Building frees the profile's devices by scaling its Deployment to 0, so the service is touched only when S3
-answered that the artifact's manifest is missing. A check S3 did not answer (credentials, throttling, network)
+Building frees the profile's devices by taking it out of service (ops/out_of_service.py: KEDA's pause with scaling
+on), so the service is touched only when S3 answered that the artifact's manifest is missing. A check S3 did not answer (credentials, throttling, network)
 stops with exit 2 and a committed but damaged prefix stops with exit 1 and the repair; neither changes anything.
 """
 
@@ -21,7 +21,8 @@ from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from model_build.artifact import artifact_plan
 from model_build.errors import BuildError, build_command
 from model_build.verify import verify_artifact
-from ops.kubectl import account_id, aws_account, follow_job, kubectl, run_or_print, start_job
+from ops.kubectl import account_id, aws_account, follow_job, run_or_print, start_job
+from ops.out_of_service import OutOfService
 from ops.stage_checkpoints import stage_models
 
 
@@ -108,19 +109,17 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
 
 
 def build_missing(config: DeploymentConfig, profile: ServingProfile, account: str, *, poll_s: float) -> int:
-    """Free the profile's devices, run its build Job, and scale the service back whatever the Job did."""
+    """Take the profile out of service (ops/out_of_service.py: KEDA's pause, or a scale to 0 without scaling), run
+    its build Job once its pods are gone, and give the service back whatever the Job did."""
     objects = render_build_job(config, profile.name, account)
     job = objects[0]["metadata"]["name"]
     ns = config.namespace
     name = profile.name
-    print(f"{name}: artifact not published yet; freeing its devices (scale deploy/{name} to 0) and starting job/{job}")
-    kubectl("-n", ns, "scale", f"deploy/{name}", "--replicas=0")
-    ok = False
-    try:
+    print(f"{name}: artifact not published yet; freeing its devices for job/{job}")
+    service = OutOfService(config, profile, poll_s=min(poll_s, 5.0))
+    with service:
         start_job(ns, objects)
         ok = follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"{name}: waiting for job/{job} to start"))
-    finally:
-        restored = scale_back(ns, name, profile.replicas)
     if not ok:
         print(
             f"{name}: job/{job} failed; see `kubectl -n {ns} logs job/{job}` "
@@ -129,27 +128,7 @@ def build_missing(config: DeploymentConfig, profile: ServingProfile, account: st
         )
         return EXIT_FAILED
     print(f"{name}: job/{job} succeeded")
-    return EXIT_OK if restored else EXIT_FAILED
-
-
-def scale_back(namespace: str, name: str, replicas: int) -> bool:
-    """Give the devices back to the service; say so only when kubectl did it, else say how to do it by hand."""
-    command = ("-n", namespace, "scale", f"deploy/{name}", f"--replicas={replicas}")
-    try:
-        result = kubectl(*command, check=False)
-        said = (result.stderr or result.stdout).strip().splitlines()
-        failure = None if result.returncode == 0 else (said[-1] if said else f"exit code {result.returncode}")
-    except BuildError as err:  # kubectl itself is gone
-        failure = str(err)
-    if failure is None:
-        print(f"{name}: deploy/{name} scaled back to {replicas}")
-        return True
-    print(
-        f"{name}: could not scale deploy/{name} back to {replicas} ({failure}); it serves nothing until you run "
-        f"`kubectl {' '.join(command)}`",
-        file=sys.stderr,
-    )
-    return False
+    return EXIT_OK if service.restored else EXIT_FAILED
 
 
 def main(argv: list[str] | None = None) -> int:

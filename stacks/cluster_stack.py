@@ -16,7 +16,7 @@ from constructs import Construct
 from config.catalogue import NODE_ROLE_LABEL, PRIVATE_SUBNET_PREFIX, PUBLIC_SUBNET_PREFIX
 from config.kubernetes import KUBECTL_LAYERS
 from config.schema import DeploymentConfig
-from stacks import container_insights
+from config.versions import ADDONS
 from stacks.constructs.capacity_block_notice import CapacityBlockNotice
 from stacks.constructs.grafana import Grafana
 from stacks.constructs.keda import Keda
@@ -176,7 +176,7 @@ class ClusterStack(Stack):
         if config.trn2_nodes.capacity_type == "CAPACITY_BLOCK" and block and topic:
             CapacityBlockNotice(self, "CapacityBlockNotice", reservation_id=block, topic_arn=topic)
 
-        self.addons = self._managed_addons()
+        self.addons = self._managed_addons(config.kubernetes_version)
         self.neuron_dra = NeuronDraDriver(self, "NeuronDra", cluster=self.cluster)
         self.neuron_dra.node.add_dependency(self.system_nodes)
         # The live metrics store and the autoscaler that reads it (docs/metrics-and-scaling.md).
@@ -240,8 +240,10 @@ class ClusterStack(Stack):
             ("[Resource::<ClusterKubectlProviderHandler2E05C68A.Arn>:*]",),
         )
 
-    def _managed_addons(self) -> dict[str, eks.Addon]:
-        """EKS-managed add-ons; the CloudWatch agent gets its own Pod Identity role."""
+    def _managed_addons(self, kubernetes_version: str) -> dict[str, eks.Addon]:
+        """EKS-managed add-ons, each at the version the map pins for this Kubernetes version (config/versions.py;
+        `make preflight` asks EKS whether it is offered); the CloudWatch agent gets its own Pod Identity role."""
+        pins = ADDONS[kubernetes_version]
         addons: dict[str, eks.Addon] = {}
         for name, values in (
             # Enforce Kubernetes NetworkPolicies (the workloads namespace ships some); off by default on EKS.
@@ -258,8 +260,7 @@ class ClusterStack(Stack):
                 "Addon-" + name,
                 cluster=self.cluster,
                 addon_name=name,
-                # Pinned where alarms depend on the names a version publishes (stacks/container_insights.py).
-                addon_version=container_insights.ADDON_VERSION if name == container_insights.ADDON_NAME else None,
+                addon_version=pins[name].version,
                 configuration_values=values,
                 preserve_on_delete=False,
             )

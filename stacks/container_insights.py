@@ -1,23 +1,26 @@
-"""The CloudWatch observability add-on at its pinned version, and the Container Insights metrics it publishes there.
+"""The Container Insights metrics the CloudWatch observability add-on publishes at the version the map pins.
 
 The add-on's chart (aws-observability/helm-charts, charts/amazon-cloudwatch-observability) introduced OTel Container
 Insights enabled by default in v6.0.0 and turned it off by default again in v6.2.0 ("Disable Otel Container Insights
 by default", RELEASE_NOTES); at v6.4.0 (release commit 93a934e8) values.yaml has `containerInsights.enabled: true`
 (the Classic pipeline, `logs.metrics_collected.kubernetes`) and `otelContainerInsights.enabled: false`. So the pinned
-version publishes the Classic names below in namespace ContainerInsights, and no OTel names.
+version publishes the Classic names below in namespace ContainerInsights, and no OTel names. The pinned add-on version
+itself lives in the version map (config/versions.py); NAMES_READ_AT is the chart version these names were read at,
+and tests/stacks/test_metrics_and_scaling.py checks that the synthesized add-on has it.
 
 Names and dimension sets: CloudWatch User Guide, "Amazon EKS and Kubernetes Container Insights metrics". Alarms and
 dashboard widgets may read only these (tests/stacks/test_observability_stack.py checks every one).
 
-Leaf module: imports nothing of ours.
+Leaf module: imports only the version map.
 """
 
 from __future__ import annotations
 
-ADDON_NAME = "amazon-cloudwatch-observability"
-# EKS add-on versions are the chart version plus an EKS build; check with
-# `aws eks describe-addon-versions --addon-name amazon-cloudwatch-observability --kubernetes-version 1.35`.
-ADDON_VERSION = "v6.4.0-eksbuild.1"
+from config.versions import CLOUDWATCH_OBSERVABILITY
+
+ADDON_NAME = CLOUDWATCH_OBSERVABILITY
+# EKS add-on versions are the chart version plus an EKS build (v6.4.0-eksbuild.1): the names below hold for this one.
+NAMES_READ_AT = "v6.4.0"
 NAMESPACE = "ContainerInsights"
 
 # The metrics the dashboard and the alarms read, and the dimensions each is published with.

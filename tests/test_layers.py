@@ -112,6 +112,7 @@ LEAVES = (
     "pydantic_errors",
     "speculation",
     "tags",
+    "versions",
 )
 
 

@@ -25,21 +25,21 @@ from charts.live_dashboard import (
 )
 from config.catalogue import GRAFANA_NAMESPACE, NODE_ROLE_LABEL
 from config.schema import DeploymentConfig
+from config.versions import CHARTS, GRAFANA
 from stacks.constructs.pod_identity_role import PodIdentityRole
 from stacks.nag import acknowledge
 
-# --- pins (to move into the one version map, config/versions.py) ---
-# grafana-community/helm-charts charts/grafana/Chart.yaml at 864f7794 (2026-08-19): version 12.11.1, appVersion
-# 13.2.0. The chart moved from grafana/helm-charts on 2026-01-30 (that repo's charts/grafana/README.md).
-GRAFANA_CHART_REPOSITORY = "https://grafana-community.github.io/helm-charts"
-GRAFANA_CHART_NAME = "grafana"
-GRAFANA_CHART_VERSION = "12.11.1"
+# The chart comes from the version map (config/versions.py: grafana-community/helm-charts grafana 12.11.1, Grafana
+# 13.2.0, at 864f7794); the values below are checked against that commit's values.yaml
+# (tests/charts/fixtures/grafana_12_11_1.json).
+GRAFANA_CHART = CHARTS[GRAFANA]
+# --- pin (to move into the version map) ---
 # SigV4 in the core Prometheus data source is deprecated and Grafana 13 migrates it to this plugin on start
 # (grafana.com docs, "Migrate from Prometheus SigV4 to Amazon Managed Service for Prometheus"); 3.x needs
-# Grafana >= 12.2.5 (AWS CloudWatch user guide, "Grafana integration"). The chart passes `plugins` to
-# GF_PLUGINS_PREINSTALL_SYNC (charts/grafana/templates/_pod.tpl), which takes id@version.
+# Grafana >= 12.2.5 (AWS CloudWatch user guide, "Grafana integration"); 3.3.5 is the version the grafana.com plugin
+# page lists. The chart passes `plugins` to GF_PLUGINS_PREINSTALL_SYNC (charts/grafana/templates/_pod.tpl), id@version.
 AMP_PLUGIN = "grafana-amazonprometheus-datasource@3.3.5"
-# --- end of pins ---
+# --- end of pin ---
 
 GRAFANA_RELEASE = "grafana"
 GRAFANA_SERVICE_ACCOUNT = "grafana"
@@ -158,9 +158,9 @@ class Grafana(Construct):
             self,
             "Chart",
             cluster=cluster,
-            chart=GRAFANA_CHART_NAME,
-            repository=GRAFANA_CHART_REPOSITORY,
-            version=GRAFANA_CHART_VERSION,
+            chart=GRAFANA_CHART.chart,
+            repository=GRAFANA_CHART.repository,
+            version=GRAFANA_CHART.version,
             release=GRAFANA_RELEASE,
             namespace=GRAFANA_NAMESPACE,
             create_namespace=True,

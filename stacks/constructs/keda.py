@@ -9,14 +9,13 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from config.catalogue import KEDA_NAMESPACE, NODE_ROLE_LABEL
+from config.versions import CHARTS, KEDA
 from stacks.constructs.pod_identity_role import PodIdentityRole
 
-# Pinned chart: kedacore/charts keda/Chart.yaml version 2.20.2 (appVersion 2.20.2), release commit cbb9bb8c. The
+# The pinned chart comes from the version map (config/versions.py, kedacore/charts keda 2.20.2 at cbb9bb8c). The
 # values below and the ScaledObject/TriggerAuthentication schemas the tests check against are read at that commit
 # (tests/charts/fixtures/keda_2_20_2.json).
-KEDA_CHART_REPOSITORY = "https://kedacore.github.io/charts"
-KEDA_CHART_NAME = "keda"
-KEDA_CHART_VERSION = "2.20.2"
+KEDA_CHART = CHARTS[KEDA]
 KEDA_OPERATOR_SERVICE_ACCOUNT = "keda-operator"  # the chart's serviceAccount.operator.name default, set explicitly
 # The only call KEDA's prometheus scaler makes: GET <workspace>/api/v1/query, which AMP authorizes as
 # aps:QueryMetrics (AMP user guide, "Amazon Managed Service for Prometheus permissions").
@@ -50,9 +49,9 @@ class Keda(Construct):
             self,
             "Chart",
             cluster=cluster,
-            chart=KEDA_CHART_NAME,
-            repository=KEDA_CHART_REPOSITORY,
-            version=KEDA_CHART_VERSION,
+            chart=KEDA_CHART.chart,
+            repository=KEDA_CHART.repository,
+            version=KEDA_CHART.version,
             release="keda",
             namespace=KEDA_NAMESPACE,
             create_namespace=True,

@@ -19,6 +19,7 @@ from constructs import Construct
 from charts.endpoint import LABELS as ENDPOINT_POD_LABELS
 from charts.endpoint import METRICS_PORT_NAME as ENDPOINT_METRICS_PORT_NAME
 from charts.live_dashboard import ENVOY_CLUSTER_LABEL, ENVOY_METRICS
+from charts.metrics_proxy import METRICS_PORT_NAME as METRICS_PROXY_PORT_NAME
 from config.endpoint import CAPPED_SUFFIX
 from config.labels import PROFILE as PROFILE_POD_LABEL
 from config.labels import VLLM_POD_LABELS
@@ -26,7 +27,11 @@ from config.metrics import NAMESPACE_LABEL, POD_LABEL, PROFILE_LABEL, SCRAPE_JOB
 from config.schema import DeploymentConfig
 from serving_stacks import stack_named
 
-SCRAPE_INTERVAL_SECONDS = 15
+# "The scraper config can't specify a scrape interval of less than 30 seconds" (AMP user guide, "Using an AWS managed
+# collector", Scraper configuration: https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html);
+# below it CreateScraper fails and `make deploy` rolls back. tests/stacks/test_metrics_and_scaling.py reads the rendered
+# configuration against that number.
+SCRAPE_INTERVAL_SECONDS = 30
 # The EKS control plane's kube-scheduler metrics, which the API server serves to the scraper (EKS user guide,
 # "Fetch control plane raw metrics in Prometheus format"): scheduler_pending_pods{queue="unschedulable"} is how demand
 # above the static trn2 capacity shows.
@@ -34,7 +39,6 @@ SCHEDULER_JOB = "kube-scheduler"
 SCHEDULER_METRICS_PATH = "/apis/metrics.eks.amazonaws.com/v1/ksh/container/metrics"
 SCHEDULER_METRICS = ("scheduler_pending_pods",)
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-SERVICE_ACCOUNT_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
 # The pod label every vLLM pod carries with its profile name (charts/vllm_service.labels).
 
 
@@ -72,13 +76,15 @@ def vllm_scrape_job(
 
 
 def scheduler_scrape_job() -> dict[str, Any]:
-    """The kube-scheduler's pending-pod gauge from the EKS API server (the `kubernetes` Service in `default`)."""
+    """The kube-scheduler's pending-pod gauge from the EKS API server (the `kubernetes` Service in `default`), as AWS's
+    sample `ksh-metrics` job has it: a bearer token file and no `tls_config`. The guide's complete list of allowed
+    sections (global, scrape_config, static_config, relabel_config, metric_relabel_configs, kubernetes_sd_config) has
+    no tls_config, so the CA file it named is left out."""
     return {
         "job_name": SCHEDULER_JOB,
         "scheme": "https",
         "metrics_path": SCHEDULER_METRICS_PATH,
         "bearer_token_file": SERVICE_ACCOUNT_TOKEN,
-        "tls_config": {"ca_file": SERVICE_ACCOUNT_CA, "insecure_skip_verify": False},
         "kubernetes_sd_configs": [{"role": "endpoints", "namespaces": {"names": ["default"]}}],
         "relabel_configs": [
             {
@@ -144,7 +150,8 @@ def serving_scrape_jobs(config: DeploymentConfig) -> list[dict[str, Any]]:
                 pod_labels=VLLM_POD_LABELS,
                 profiles=profiles,
                 metrics_path=stack.METRICS_PATH,
-                port_name=stack.METRICS_PORT_NAME,
+                # vLLM's port also serves the unauthenticated API: the scraper reads the pod's metrics-only sidecar.
+                port_name=METRICS_PROXY_PORT_NAME,
             )
         )
     if config.endpoint.enabled:

@@ -6,10 +6,11 @@ from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-# Pinned chart (the version the values below were written for: devicePlugin, npd, scheduler, draDriver).
-NEURON_CHART_REPOSITORY = "oci://public.ecr.aws/neuron/neuron-helm-chart"
-NEURON_CHART_NAME = "neuron-helm-chart"
-NEURON_CHART_VERSION = "1.9.0"
+from config.versions import CHARTS, NEURON
+
+# The pinned chart comes from the version map (config/versions.py): the version the values below were written for
+# (devicePlugin, npd, scheduler, draDriver).
+NEURON_CHART = CHARTS[NEURON]
 # The chart renders its own Namespace "neuron-dra-driver" for the driver; the release record lives in
 # kube-system so Helm does not try to create that namespace a second time.
 NEURON_RELEASE_NAMESPACE = "kube-system"
@@ -36,9 +37,9 @@ class NeuronDraDriver(Construct):
             self,
             "Chart",
             cluster=cluster,
-            chart=NEURON_CHART_NAME,
-            repository=NEURON_CHART_REPOSITORY,
-            version=NEURON_CHART_VERSION,
+            chart=NEURON_CHART.chart,
+            repository=NEURON_CHART.repository,
+            version=NEURON_CHART.version,
             release="neuron-dra",
             namespace=NEURON_RELEASE_NAMESPACE,
             create_namespace=False,

@@ -30,3 +30,23 @@ def test_v1_counters_count_one_draft_per_chunk_after_the_first() -> None:
         in text
     )
     assert "# TYPE vllm:spec_decode_num_drafts_total counter" in text
+
+
+def test_with_a_step_curve_the_step_is_the_measured_time_at_the_running_batch() -> None:
+    script = Script(step_s=1.0, step_per_seq_s=1.0, step_curve=((1, 0.02), (16, 0.02), (32, 0.04)))
+    assert script.step_at(1) == script.step_at(16) == 0.02  # the memory-bound floor, not the linear model
+    assert script.step_at(24) == pytest.approx(0.03)
+
+
+def test_the_cli_builds_the_curve_from_the_table_and_refuses_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.loopback_server import _parse_args
+    from tests.bench.conftest import FIXTURES
+
+    table = str(FIXTURES / "step-times-h100-qwen3-32b.json")
+    script, _, _ = _parse_args(["--step-table", table, "--table-k", "7", "--time-scale", "0.5"])
+    assert script.step_at(1) == pytest.approx(0.5 * (7 * 2.407 + 26.836) / 1000)
+    script, _, _ = _parse_args(["--step-curve", "1:20,32:40"])
+    assert script.step_curve == ((1, 0.02), (32, 0.04))
+    with pytest.raises(SystemExit):
+        _parse_args(["--step-curve", "1:20,x"])
+    assert "--step-curve '1:20,x' is not batch:ms pairs" in capsys.readouterr().err

@@ -268,13 +268,13 @@ def test_crossover_series_are_published_under_the_dashboards_names(sweep: SweepR
 
 @pytest.mark.timing
 def test_a_killed_sweep_resumes_without_losing_or_repeating_a_point(stand_ins: dict[str, str], tmp_path: Path):
-    """SIGKILL once the sweep file holds a point, then --resume: every (point, repeat) exactly once."""
+    """SIGKILL once the sweep file holds a point, then --resume: every (point, repeat) of the full grid exactly once."""
     out = tmp_path / "sweep.json"
     args = [
         sys.executable, "-m", "bench", "sweep",
         "--endpoint", f"baseline={stand_ins['baseline']}", "--endpoint", f"speculative={stand_ins['speculative']}",
         "--cases", CASES[0].name, "--concurrency", "1,2", "--rates", "none", "--repeats", "2", "--requests", "4",
-        "--max-tokens", str(TOKENS), "--max-num-seqs", str(MAX_NUM_SEQS), "--out", str(out),
+        "--max-tokens", str(TOKENS), "--max-num-seqs", str(MAX_NUM_SEQS), "--out", str(out), "--grid", "full",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -330,3 +330,45 @@ def test_tune_does_not_propose_a_k_the_config_refuses(default_config):
     proposals, dropped = propose_profiles(default_config, ks=(3, 16))
     assert [p["name"] for p in proposals] == ["speculative-k3"]
     assert len(dropped) == 1 and dropped[0].startswith("speculative-k16:") and "num_speculative_tokens=16" in dropped[0]
+
+
+# --- predict the crossover before paying for a sweep ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("k", "alpha"), [(k, a) for k in (3, 5, 7) for a in (0.6, 0.7, 0.8)])
+def test_the_predicted_crossover_from_concurrency_1_and_two_baseline_loads_is_within_a_grid_step_on_h100(
+    k: int, alpha: float
+):
+    """The model on the measured H100 curves: acceptance and the speculative step at batch 1, the baseline's
+    step at batches 1 and 4. Loads further apart predict worse (1 and 16: 5 of 9 within a step, all late: the
+    floor looks flat), which docs/sweep.md says."""
+    import json
+
+    from bench.step_table import StepTable, step_at
+    from bench.tune import linear_step, predicted_speedup
+    from tests.bench.conftest import FIXTURES
+
+    path = FIXTURES / "step-times-h100-qwen3-32b.json"
+    table, truth = StepTable.load(path), json.loads(path.read_text())["crossover_batch_below_1_05"]
+    base, spec = table.curve(0), table.curve(k)
+    step = linear_step({1.0: step_at(base, 1), 4.0: step_at(base, 4)})
+    c = (step_at(spec, 1) - step(k + 1)) / (k * step(1))
+    grid = [float(b) for b in table.batches]
+    tokens = expected_tokens_per_step(alpha, k)
+    predicted = next(b for b in grid if predicted_speedup(tokens, k, c, step, b) < 1.05)
+    assert abs(grid.index(predicted) - grid.index(float(truth[f"k{k}_a{alpha}"]))) <= 1
+
+
+def test_tune_predicts_a_crossover_with_its_assumptions_and_refuses_one_load(
+    bench_results: BenchResults, tmp_path, capsys
+):
+    from bench.__main__ import main
+
+    path = tmp_path / "results.json"
+    path.write_text(bench_results.model_dump_json())
+    assert main(["tune", str(path), "--baseline-tpot", "1=10,4=10.4", "--max-num-seqs", "64"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Predicted crossover (speedup below 1.05x), before paying for a sweep. Assumptions:")
+    assert "verifying k+1 tokens per sequence at batch b" in out and "speculative counting" in out
+    assert main(["tune", str(path), "--baseline-tpot", "4=10"]) == 2
+    assert "--baseline-tpot '4=10' needs the baseline's p50 TPOT at two concurrencies" in capsys.readouterr().err

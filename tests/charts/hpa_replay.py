@@ -8,7 +8,11 @@ getReplicasChangePerPeriod) and replica_calculator.go (GetExternalPerPodMetricRe
 Several metrics: the largest proposal wins.
 
 The workload: `clients` closed-loop requests; a Ready replica runs up to `batch` of them and the rest wait; a new
-replica is Ready `time_to_ready` seconds after the HPA adds it. Metrics are read without lag at each 15 s sync.
+replica is Ready `time_to_ready` seconds after the HPA adds it. The HPA syncs every 15 s (kube-controller-manager's
+--horizontal-pod-autoscaler-sync-period default) and asks KEDA, which queries the workspace each time; the workspace
+holds what the managed scraper saw at its last scrape, every `scrape_interval` seconds (30 s at least: AMP user guide,
+"Using an AWS managed collector"). So each sync reads the workload as it was at the last scrape, and the scrapes fall
+just before a change (`scrape_phase` = interval - 1, the worst case): a change is seen one interval late.
 """
 
 from __future__ import annotations
@@ -133,16 +137,22 @@ def replay(
     time_to_ready: int,
     seconds: int,
     metric_of: dict[str, str],
+    scrape_interval: int,
+    scrape_phase: int | None = None,
 ) -> list[tuple[int, int, int]]:
-    """(time, replicas, ready replicas) at every sync. `metric_of`: trigger name -> "waiting" or "running"."""
+    """(time, replicas, ready replicas) at every sync. `metric_of`: trigger name -> "waiting" or "running".
+    `scrape_interval`: the rendered scraper configuration's; `scrape_phase`: when in each interval the scrape falls."""
     hpa = Hpa.from_scaled_object(spec)
     replicas = hpa.min_replicas
     ready_at = [-time_to_ready] * replicas  # the starting replicas are Ready
+    phase = scrape_interval - 1 if scrape_phase is None else scrape_phase
     history = []
     for now in range(0, seconds + 1, SYNC_SECONDS):
         ready = sum(1 for t in ready_at if t <= now)
-        running = min(clients(now), ready * batch)
-        observed = {"waiting": clients(now) - running, "running": running}
+        scraped = now - (now - phase) % scrape_interval  # the last scrape at or before this sync
+        ready_then = sum(1 for t in ready_at if t <= scraped)
+        running = min(clients(scraped), ready_then * batch)
+        observed = {"waiting": clients(scraped) - running, "running": running}
         new = hpa.sync(now, replicas, {name: observed[kind] for name, kind in metric_of.items()})
         if new > replicas:
             ready_at += [now + time_to_ready] * (new - replicas)

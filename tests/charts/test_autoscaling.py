@@ -74,7 +74,7 @@ def test_keda_schema_check_rejects_a_misspelt_field(scaled):
 
 def test_other_autoscaling_objects_validate_against_the_clusters_kubernetes_schemas(plugin_config):
     others = [o for o in render_autoscaling(plugin_config, QUERY_URL) if not o["apiVersion"].startswith("keda.sh/")]
-    assert {o["kind"] for o in others} == {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "NetworkPolicy"}
+    assert {o["kind"] for o in others} == {"NetworkPolicy"}
     for obj in others:
         kubernetes_validate.validate(obj, f"{plugin_config.kubernetes_version}.0", strict=True)
 
@@ -119,7 +119,7 @@ def test_scaling_switched_off_renders_no_keda_object_but_keeps_the_scraper_acces
     data["scaling"] = {"enabled": False}
     kinds = {o["kind"] for o in render_autoscaling(parse_config(data), QUERY_URL)}
     assert "ScaledObject" not in kinds and "TriggerAuthentication" not in kinds
-    assert {"Role", "NetworkPolicy"} <= kinds
+    assert "NetworkPolicy" in kinds
 
 
 # --- replay of the HPA KEDA creates, with the rendered numbers --------------------------------------------------
@@ -127,42 +127,80 @@ def test_scaling_switched_off_renders_no_keda_object_but_keeps_the_scraper_acces
 METRICS = {"requests-waiting": "waiting", "requests-running": "running"}
 
 
+def scrape_interval(config: DeploymentConfig) -> int:
+    """The global scrape interval of the scraper configuration this config renders, in whole seconds."""
+    import yaml
+
+    from stacks.constructs.managed_prometheus import scrape_configuration, serving_scrape_jobs
+
+    text = yaml.safe_load(scrape_configuration(serving_scrape_jobs(config)))["global"]["scrape_interval"]
+    assert text.endswith("s") and text[:-1].isdigit(), text
+    return int(text[:-1])
+
+
 def step(before: int, after: int, at: int):
     return lambda now: before if now < at else after
 
 
-def test_a_step_from_2_to_8_requests_adds_one_replica_and_no_more():
+def test_a_step_from_2_to_8_requests_adds_one_replica_and_no_more_one_scrape_late():
     config = plugin_two_nodes()
     spec = of_kind(render_autoscaling(config, QUERY_URL), "ScaledObject")["eagle3"]["spec"]
     profile = config.profile("eagle3")
+    lag = scrape_interval(config)
     history = replay(
-        spec, clients=step(2, 8, 60), batch=profile.max_num_seqs, time_to_ready=900, seconds=3600, metric_of=METRICS
-    )
-    assert [r for t, r, _ in history if t < 60] == [1] * 4
-    assert {r for t, r, _ in history if t >= 60} == {2}  # one replica, kept once it serves
+        spec, clients=step(2, 8, 60), batch=profile.max_num_seqs, time_to_ready=900, seconds=3600, metric_of=METRICS,
+        scrape_interval=lag,
+    )  # fmt: skip
+    assert {r for t, r, _ in history if t < 60 + lag} == {1}  # the step is not in the workspace until the next scrape
+    assert {r for t, r, _ in history if t >= 60 + lag} == {2}  # one replica, kept once it serves
 
 
 def test_a_large_step_adds_exactly_one_replica_per_scale_up_period_up_to_the_max():
     config = plugin_two_nodes()
     spec = of_kind(render_autoscaling(config, QUERY_URL), "ScaledObject")["eagle3"]["spec"]
     period = config.scaling.scale_up_period_seconds  # what the config asks for; the replay reads the rendered object
-    history = replay(spec, clients=step(2, 32, 0), batch=4, time_to_ready=period, seconds=4 * period, metric_of=METRICS)
+    lag = scrape_interval(config)
+    history = replay(
+        spec, clients=step(2, 32, 0), batch=4, time_to_ready=period, seconds=4 * period, metric_of=METRICS,
+        scrape_interval=lag,
+    )  # fmt: skip
     increases = [(t, r) for (t, r, _), (_, before, _) in zip(history[1:], history, strict=False) if r > before]
-    first = history[0]
-    assert first[1] == 2  # the first sync adds one
-    assert [t for t, _ in increases] == [period, 2 * period]
-    assert [r for _, r in increases] == [3, 4] and history[-1][1] == spec["maxReplicaCount"]
+    assert [t for t, _ in increases] == [
+        lag,
+        lag + period,
+        lag + 2 * period,
+    ]  # the first sync after the scrape adds one
+    assert [r for _, r in increases] == [2, 3, 4] and history[-1][1] == spec["maxReplicaCount"]
 
 
 def test_a_drop_back_scales_down_only_after_the_stabilization_window():
     config = plugin_two_nodes()
     spec = of_kind(render_autoscaling(config, QUERY_URL), "ScaledObject")["eagle3"]["spec"]
     window = config.scaling.scale_down_stabilization_seconds  # asked for; the replay reads the rendered object
+    lag = scrape_interval(config)
     drop = 1800
     clients = lambda now: 8 if 60 <= now < drop else 2  # noqa: E731
-    history = replay(spec, clients=clients, batch=4, time_to_ready=900, seconds=drop + 2 * window, metric_of=METRICS)
-    assert {r for t, r, _ in history if 60 <= t < drop + window - 15} == {2}
-    assert {r for t, r, _ in history if t >= drop + window} == {1}
+    history = replay(
+        spec, clients=clients, batch=4, time_to_ready=900, seconds=drop + 2 * window, metric_of=METRICS,
+        scrape_interval=lag,
+    )  # fmt: skip
+    assert {r for t, r, _ in history if 60 + lag <= t < drop + lag + window - 15} == {2}
+    assert {r for t, r, _ in history if t >= drop + lag + window} == {1}
+
+
+def test_the_replay_reads_the_workload_as_the_last_scrape_saw_it():
+    """A scrape just after the step (phase 1 s) shows it at the next sync; one just before it, a whole interval later."""
+    config = plugin_two_nodes()
+    spec = of_kind(render_autoscaling(config, QUERY_URL), "ScaledObject")["eagle3"]["spec"]
+    lag = scrape_interval(config)
+    first_add = {}
+    for phase in (1, lag - 1):
+        history = replay(
+            spec, clients=step(2, 8, 60), batch=4, time_to_ready=900, seconds=300, metric_of=METRICS,
+            scrape_interval=lag, scrape_phase=phase,
+        )  # fmt: skip
+        first_add[phase] = min(t for t, r, _ in history if r == 2)
+    assert first_add == {1: 75, lag - 1: 60 + lag}
 
 
 def test_the_replay_notices_a_scaled_object_without_its_scale_up_policy():
@@ -170,8 +208,11 @@ def test_the_replay_notices_a_scaled_object_without_its_scale_up_policy():
     config = plugin_two_nodes()
     spec = copy.deepcopy(of_kind(render_autoscaling(config, QUERY_URL), "ScaledObject")["eagle3"]["spec"])
     del spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"]["policies"]
-    history = replay(spec, clients=step(2, 32, 0), batch=4, time_to_ready=900, seconds=900, metric_of=METRICS)
-    assert history[0][1] > 2
+    lag = scrape_interval(config)
+    history = replay(
+        spec, clients=step(2, 32, 0), batch=4, time_to_ready=900, seconds=900, metric_of=METRICS, scrape_interval=lag
+    )
+    assert max(r for _, r, _ in history) > 2
 
 
 # --- PromQL, parsed by a real parser (promql-parser, the Rust parser's Python binding; not in the shared venv) ---

@@ -42,7 +42,7 @@ def test_the_rendered_claim_holds_the_devices_and_logical_core_size_that_give_th
         assert config["opaque"]["driver"] == "neuron.aws.com", name
         assert config["opaque"]["parameters"]["logicalNeuronCore"] == lnc, name
 
-        (vllm,) = pod["containers"]
+        (vllm,) = [c for c in pod["containers"] if c["name"] == "vllm"]
         args = vllm["args"]
         assert int(args[args.index("--tensor-parallel-size") + 1]) == devices * PHYSICAL_CORES_PER_TRN2_DEVICE // lnc
         env = {e["name"]: e["value"] for e in vllm["env"]}

@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import copy
+import ipaddress
 import shlex
 from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
+from charts.autoscaling import render_autoscaling
 from charts.bench_job import render_bench_job
 from charts.model_build_job import render_build_job
 from charts.serving_chart import render_groups
 from charts.stage_job import render_stage_job
 from config import parse_config
+from stacks.constructs.managed_prometheus import serving_scrape_jobs
 from tests.charts.conftest import TEST_BUCKET, of_kind, vllm_of_kind
-from tests.conftest import EXAMPLE_ACCOUNT, default_config_dict
+from tests.charts.network_policy import Pod, Source, admitted
+from tests.conftest import EXAMPLE_ACCOUNT, ROOT, THREE_PROFILE_CONFIGS, default_config_dict, variant_config_dict
 
 ACCOUNT = EXAMPLE_ACCOUNT
 ROOT_IN_IMAGE = {"vllm", "build", "stage"}  # the Neuron images' own user; see charts/pod_security.py
-NON_ROOT = {"verify-artifact", "bench", "envoy"}
+NON_ROOT = {"verify-artifact", "bench", "envoy", "metrics-proxy"}
 
 
 @pytest.fixture(scope="module")
@@ -80,68 +85,150 @@ def test_the_benchmark_writes_only_to_its_empty_dirs(pods):
 
 # --- NetworkPolicy ---------------------------------------------------------------------------
 
-
-def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    assert set(selector) <= {"matchLabels"}, "this evaluator knows matchLabels only"
-    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+QUERY_URL = "https://aps-workspaces.us-east-2.amazonaws.com/workspaces/ws-00000000-0000-0000-0000-000000000000"
+V1_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models")
 
 
-def admitted(
-    policies: list[dict], ns: str, *, src_ns: str, src: dict[str, str], dst: dict[str, str], port: int
-) -> bool:
-    """Kubernetes NetworkPolicy ingress semantics (the subset we render): a pod selected by no Ingress policy
-    accepts everything; otherwise a connection needs one rule of one selecting policy that admits it."""
-    selecting = [
-        p for p in policies if "Ingress" in p["spec"]["policyTypes"] and _selects(p["spec"]["podSelector"], dst)
-    ]
-    if not selecting:
-        return True
-    for policy in selecting:
-        for rule in policy["spec"].get("ingress", []):
-            ports = rule.get("ports")
-            port_ok = ports is None or any(p["port"] == port and p.get("protocol", "TCP") == "TCP" for p in ports)
-            peers = rule.get("from")
-            peer_ok = peers is None or any(
-                set(peer) == {"podSelector"} and src_ns == ns and _selects(peer["podSelector"], src) for peer in peers
-            )
-            if port_ok and peer_ok:
-                return True
-    return False
+def _internal_load_balancer() -> dict[str, Any]:
+    data = default_config_dict()
+    data["endpoint"]["internal_load_balancer"] = True
+    return data
 
 
-@pytest.fixture(scope="module")
-def two_ports_config():
-    raw = copy.deepcopy(default_config_dict())
-    raw["profiles"][1]["port"] = 8001
-    return parse_config(raw)
+NETWORK_CONFIGS = {
+    "default": default_config_dict,
+    "variant": variant_config_dict,
+    "vllm-neuron": lambda: yaml.safe_load((ROOT / "config" / "vllm-neuron.yaml").read_text()),
+    "internal-load-balancer": _internal_load_balancer,
+    **THREE_PROFILE_CONFIGS,
+}
 
 
-def test_network_policies_admit_the_bench_and_namespace_pods_to_vllm_only(two_ports_config):
-    config = two_ports_config
+def everything_rendered(config) -> list[dict[str, Any]]:
+    """Every object of every chart: the serving groups, the autoscaling chart, and the Jobs `make` applies."""
     objects = [o for group in render_groups(config, TEST_BUCKET).values() for o in group]
+    objects += render_autoscaling(config, QUERY_URL)
+    objects += render_build_job(config, config.profiles[0].name, ACCOUNT)
+    objects += render_stage_job(config, sorted(config.models), ACCOUNT)
+    objects += render_bench_job(config, ACCOUNT, "run1", [])
+    return objects
+
+
+def pod_of(template: dict[str, Any], namespace: str) -> Pod:
+    ports = {p["name"]: p["containerPort"] for c in template["spec"]["containers"] for p in c.get("ports", [])}
+    return Pod(namespace, template["metadata"]["labels"], ports)
+
+
+def served_paths(template: dict[str, Any], port: int, paths: tuple[str, ...]) -> set[str]:
+    """Which of `paths` a GET on the pod's `port` reaches vLLM with: vLLM's own port serves all of them; the
+    metrics sidecar forwards only its exact-path routes (read from its rendered Envoy config), 404 for the rest."""
+    served: set[str] = set()
+    for container in template["spec"]["containers"]:
+        if port not in [p["containerPort"] for p in container.get("ports", [])]:
+            continue
+        if container["name"] == "vllm":
+            served |= set(paths)
+        elif container["name"] == "metrics-proxy":
+            args = container["args"]
+            bootstrap = yaml.safe_load(args[args.index("--config-yaml") + 1])
+            (listener,) = bootstrap["static_resources"]["listeners"]
+            assert listener["address"]["socket_address"]["port_value"] == port
+            (chain,) = listener["filter_chains"]
+            (hcm,) = chain["filters"]
+            for host in hcm["typed_config"]["route_config"]["virtual_hosts"]:
+                forwarded = [r["match"] for r in host["routes"] if "route" in r]
+                assert all(set(m) <= {"path", "headers"} for m in forwarded), forwarded  # exact paths only
+                served |= {p for p in paths if any(m["path"] == p for m in forwarded)}
+        else:
+            pytest.fail(f"unknown container {container['name']} on port {port}")
+    return served
+
+
+def reaches(policies, src: Source, template: dict[str, Any], namespace: str, path: str) -> bool:
+    """Some port of the pod admits `src` and answers `path` from vLLM."""
+    dst = pod_of(template, namespace)
+    return any(
+        admitted(policies, src, dst, port) and path in served_paths(template, port, (path,))
+        for port in dst.ports.values()
+    )
+
+
+@pytest.mark.parametrize("name", sorted(NETWORK_CONFIGS))
+def test_only_the_endpoint_and_the_bench_reach_vllms_api_and_the_scraper_reads_metrics(name):
+    config = parse_config(NETWORK_CONFIGS[name]())
+    objects = everything_rendered(config)
     policies = list(of_kind(objects, "NetworkPolicy").values())
+    assert {p["metadata"]["name"] for p in policies} >= {"default-deny-ingress", "vllm-metrics-from-vpc"}
     for p in policies:
         kubernetes_validate.validate(p, f"{config.kubernetes_version}.0", strict=True)
-        assert p["metadata"]["namespace"] == config.namespace
     ns = config.namespace
+    vpc = list(ipaddress.ip_network(config.network.vpc_cidr).hosts())
+    templates = {f"{o['kind']}/{n}": o["spec"]["template"] for n, o in of_kind(objects, "Job").items()}
+    templates |= {f"Deployment/{n}": o["spec"]["template"] for n, o in of_kind(objects, "Deployment").items()}
+    bench = next(t for n, t in templates.items() if n.startswith("Job/bench-"))["metadata"]["labels"]
+    stage = next(t for n, t in templates.items() if n.startswith("Job/stage-"))["metadata"]["labels"]
+    endpoint = templates.get("Deployment/endpoint")
+    callers = [Source(str(vpc[10]), ns, bench)]
+    if endpoint is not None:
+        callers.append(Source(str(vpc[11]), ns, endpoint["metadata"]["labels"]))
+    strangers = [
+        Source(str(vpc[20]), "default", bench),  # another namespace's pod, even one wearing the bench's labels
+        Source(str(vpc[21]), "kube-system", {}),
+        Source(str(vpc[22])),  # any other address in the VPC: an instance, a load balancer, another ENI
+        Source(str(vpc[23]), ns, stage),  # a pod of our namespace that is no caller of vLLM
+        Source(str(vpc[24]), ns, {"app": "anything"}),
+    ]
+    scraper = Source(str(vpc[30]))  # the managed scraper's ENI in a private subnet
+    jobs = [j for j in serving_scrape_jobs(config) if j["job_name"].startswith("vllm")]
     deployments = vllm_of_kind(objects, "Deployment")
-    bench_pod = of_kind(render_bench_job(config, ACCOUNT, "run1", []), "Job")["bench-run1"]["spec"]["template"]
-    bench = bench_pod["metadata"]["labels"]
-    build = of_kind(render_build_job(config, "baseline", ACCOUNT), "Job")
-    (build_labels,) = [j["spec"]["template"]["metadata"]["labels"] for j in build.values()]
-    stranger = {"app": "anything"}
-    assert len(deployments) == 2
-    for name, deployment in deployments.items():
-        vllm = deployment["spec"]["template"]["metadata"]["labels"]
-        port = config.profile(name).port
-        assert admitted(policies, ns, src_ns=ns, src=bench, dst=vllm, port=port), name
-        assert admitted(policies, ns, src_ns=ns, src=stranger, dst=vllm, port=port), name  # in-namespace caller
-        assert not admitted(policies, ns, src_ns="default", src=bench, dst=vllm, port=port), name
-        assert not admitted(policies, ns, src_ns="kube-system", src={}, dst=vllm, port=port), name
-        assert not admitted(policies, ns, src_ns=ns, src=bench, dst=vllm, port=22), name
-    # Nothing else in the namespace accepts connections, not even from its own pods.
-    for dst in (bench, build_labels):
-        assert not admitted(policies, ns, src_ns=ns, src=stranger, dst=dst, port=8000)
+    assert len(deployments) == len([p for p in config.profiles if p.replicas > 0]) or len(deployments) == len(
+        config.profiles
+    )
+    for name_, deployment in deployments.items():
+        template = deployment["spec"]["template"]
+        for route in V1_ROUTES:
+            for src in strangers:
+                assert not reaches(policies, src, template, ns, route), (name_, route, src)
+            assert not reaches(policies, scraper, template, ns, route), (name_, route)
+            for src in callers:
+                assert reaches(policies, src, template, ns, route), (name_, route, src)
+        # The scraper: the port its job keeps, by name, on the pod; the path its job asks for.
+        (port_rule,) = [
+            r
+            for j in jobs
+            for r in j["relabel_configs"]
+            if r.get("source_labels") == ["__meta_kubernetes_pod_container_port_name"]
+        ][:1]
+        kept_port = pod_of(template, ns).ports[port_rule["regex"]]
+        (path,) = {j["metrics_path"] for j in jobs}
+        assert admitted(policies, scraper, pod_of(template, ns), kept_port), name_
+        assert path in served_paths(template, kept_port, (path,)), name_
+    # Nothing else in the namespace accepts connections from a stranger pod.
+    for n, template in templates.items():
+        if n.startswith("Job/"):
+            assert not admitted(policies, strangers[4], pod_of(template, ns), 8000), n
+
+
+def test_the_evaluator_admits_by_ip_block_namespace_selector_and_named_port():
+    """The evaluator's own semantics, on policies shaped like the ones it guards against."""
+    ns_policy = {
+        "metadata": {"namespace": "a"},
+        "spec": {
+            "podSelector": {"matchLabels": {"x": "1"}},
+            "ingress": [
+                {"from": [{"namespaceSelector": {"matchLabels": {"team": "t"}}}], "ports": [{"port": "http"}]},
+                {"from": [{"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.0.9.0/24"]}}], "ports": [{"port": 9000}]},
+            ],
+        },
+    }
+    dst = Pod("a", {"x": "1"}, {"http": 8000})
+    assert admitted([ns_policy], Source("10.1.0.1", "b", {}, {"team": "t"}), dst, 8000)
+    assert not admitted([ns_policy], Source("10.1.0.1", "b", {}, {"team": "u"}), dst, 8000)
+    assert admitted([ns_policy], Source("10.0.1.1"), dst, 9000)
+    assert not admitted([ns_policy], Source("10.0.9.1"), dst, 9000)
+    assert not admitted([ns_policy], Source("10.0.1.1"), dst, 8000)
+    assert admitted([ns_policy], Source("10.0.1.1"), Pod("a", {"x": "2"}, {}), 1)  # selected by no policy
+    assert admitted([ns_policy], Source("10.0.1.1"), Pod("b", {"x": "1"}, {}), 1)  # another namespace's pod
 
 
 def test_the_cluster_enforces_network_policies(synth):
@@ -182,6 +269,6 @@ def test_a_configured_api_key_reaches_every_vllm_and_the_bench_from_the_secret_o
     for name in carriers:
         assert {k: v for k, v in envs[name].items() if k != "name"} == want, name
     for d in of_kind(objects, "Deployment").values():
-        (c,) = d["spec"]["template"]["spec"]["containers"]
-        assert not any("api-key" in a for a in c["args"])  # never on the command line
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            assert not any("api-key" in a for a in c.get("args", []))  # never on the command line
         kubernetes_validate.validate(d, f"{config.kubernetes_version}.0", strict=True)

@@ -77,7 +77,7 @@ SERVICE_KINDS = {
 
 
 def _drop_decoding_args(pod: dict[str, Any]) -> None:
-    (vllm,) = pod["containers"]
+    (vllm,) = [c for c in pod["containers"] if c["name"] == "vllm"]
     args = vllm["args"]
     if "--speculative-config" in args:
         i = args.index("--speculative-config")
@@ -281,9 +281,11 @@ def test_models_volume_is_read_only_with_pod_credentials(serving_objects):
         # serving volumes cache on local disk; the build reads each checkpoint byte once and caches nothing
         assert ("cache" in attrs) == ("-build-" not in pv["metadata"]["name"])
     for d in vllm_of_kind(serving_objects, "Deployment").values():
-        for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"]["initContainers"]:
-            models = [m for m in c["volumeMounts"] if m["name"] == "models"]
-            assert models and all(m["readOnly"] for m in models)
+        pod = d["spec"]["template"]["spec"]
+        for c in pod["containers"] + pod["initContainers"]:
+            models = [m for m in c.get("volumeMounts", []) if m["name"] == "models"]
+            # the metrics sidecar reads nothing from disk; every other container mounts the models read-only
+            assert (models and all(m["readOnly"] for m in models)) or c["name"] == "metrics-proxy"
 
 
 def test_a_third_profile_adds_a_third_service_without_code_changes():
@@ -311,7 +313,7 @@ def test_the_vllm_neuron_example_serves_eagle3_from_a_local_cache_that_must_hit(
     assert set(deployments) == {"baseline", "eagle3"}
     for deployment in deployments.values():
         pod = deployment["spec"]["template"]["spec"]
-        (vllm,) = pod["containers"]
+        (vllm,) = [c for c in pod["containers"] if c["name"] == "vllm"]
         (verify,) = pod["initContainers"]
         assert vllm["image"].endswith(":0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04")
         env = {e["name"]: e["value"] for e in vllm["env"]}

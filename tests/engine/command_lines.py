@@ -211,8 +211,25 @@ def with_draft_len(command: dict[str, Any], draft_len: int) -> dict[str, Any]:
     return command | {"name": f"{command['name']}+draft-len-{draft_len}", "argv": argv}
 
 
+PER_BATCH_K = "+per-batch-k"
+
+
+def with_per_batch_k(command: dict[str, Any]) -> dict[str, Any]:
+    """The same command line with a per-batch-size k schedule (vLLM PR #32374's
+    `num_speculative_tokens_per_batch_size`: k up to batch 2, none above): docs/sweep.md records what each pinned
+    vLLM does with it."""
+    argv = list(command["argv"])
+    i = argv.index("--speculative-config") + 1
+    spec = json.loads(argv[i])
+    argv[i] = json.dumps(
+        spec | {"num_speculative_tokens_per_batch_size": [[1, 2, spec["num_speculative_tokens"]], [3, 1024, 0]]}
+    )
+    return command | {"name": f"{command['name']}{PER_BATCH_K}", "argv": argv}
+
+
 def all_command_lines() -> dict[str, list[dict[str, Any]]]:
-    """Pinned vLLM version -> the command lines it must accept, plus one it must reject (a too-long draft)."""
+    """Pinned vLLM version -> the command lines it must accept, plus one it must reject (a too-long draft) and
+    one with a per-batch-size k schedule."""
     by_engine: dict[str, list[dict[str, Any]]] = {}
     for config_name in CONFIGS:
         config, containers = rendered(config_name)
@@ -222,6 +239,7 @@ def all_command_lines() -> dict[str, list[dict[str, Any]]]:
             by_engine.setdefault(version, []).append(command)
             if config_name in ("default", "plugin") and "--speculative-config" in command["argv"]:
                 by_engine[version].append(with_draft_len(command, 2048))
+                by_engine[version].append(with_per_batch_k(command))
     return by_engine
 
 

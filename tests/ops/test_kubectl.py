@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+import yaml
 
 from config import load_config
 from config.bucket_layout import MANIFEST_NAME, artifact_prefix, checkpoint_prefix, results_key
@@ -27,15 +28,17 @@ from model_build.errors import BuildError
 from model_build.plan import build_plan
 from model_build.publish import publish_artifact
 from model_build.store import S3Store
+from ops import build_artifact as build_artifact_module
 from ops import kubectl as ops_kubectl
 from ops import run_benchmark as run_benchmark_module
 from ops.build_artifact import main as build_main
 from ops.build_artifact import run_build
-from ops.kubectl import apply, follow_job, start_job
+from ops.kubectl import apply, follow_job, kubectl, start_job
+from ops.out_of_service import OutOfService
 from ops.run_benchmark import main as bench_main
 from ops.stage_checkpoints import main as stage_main
 from ops.stage_checkpoints import run_stage
-from tests.conftest import MOTO_ACCOUNT
+from tests.conftest import MOTO_ACCOUNT, default_config_dict
 from tests.model_build.conftest import SMALL, fake_compile
 from tests.silent_endpoint import silent_server
 
@@ -47,23 +50,72 @@ with open(log, "a") as f:
 args = sys.argv[1:]
 lines = [json.loads(line) for line in open(log)]
 applies = [i for i, a in enumerate(lines) if "apply" in a]
+cluster_file = os.environ.get("FAKE_CLUSTER")
+# The log stream runs beside the other calls (a Popen): it neither reads nor moves the cluster.
+cluster = json.load(open(cluster_file)) if cluster_file and "logs" not in args else None
+PAUSED = "autoscaling.keda.sh/paused-replicas"
+if cluster is not None:
+    # KEDA, as kedacore/keda v2.20.2 pkg/scaling/executor/scale_scaledobjects.go does at each poll (one poll passes
+    # between two kubectl calls here): a paused ScaledObject's target is held at the paused count (:53-55 and the
+    # controller's scale to it), else a target below minReplicaCount goes back to the minimum (:70-73, :101-108).
+    for name, so in cluster["scaledobjects"].items():
+        if PAUSED in so["annotations"]:
+            cluster["replicas"][name] = int(so["annotations"][PAUSED])
+        elif cluster["replicas"][name] < so["minReplicaCount"]:
+            cluster["replicas"][name] = so["minReplicaCount"]
+    # The Deployment's pods follow its replica count one call late (creation and graceful termination take time).
+    cluster["pods"] = dict(cluster["seen"])
+    cluster["seen"] = dict(cluster["replicas"])
+    need = os.environ.get("FAKE_JOB_NEEDS")
+    if applies and need and cluster["pods"].get(need, 0) > 0:
+        cluster["raced"] = True  # the build Job was waiting while a serving pod held the devices
+
+def save():
+    if cluster is not None:
+        with open(cluster_file + ".new", "w") as f:
+            json.dump(cluster, f)
+        os.replace(cluster_file + ".new", cluster_file)
+
 if "get" in args and "job" in args:
     if not applies:  # before this run applied anything: a Job left by an earlier run, or none
         previous = os.environ.get("FAKE_JOB_PREVIOUS")
+        save()
         if not previous:
             sys.exit("Error from server (NotFound): jobs.batch not found")
         print(json.dumps({{"status": {{"conditions": [{{"type": previous, "status": "True"}}]}}}}))
         sys.exit(0)
     calls = sum(1 for a in lines[applies[-1]:] if a[2:4] == ["get", "job"])
     final = os.environ["FAKE_JOB_RESULT"]
-    status = {{"active": 1}} if calls < 3 else {{"conditions": [{{"type": final, "status": "True"}}]}}
+    if cluster is not None and cluster.get("raced"):  # its pod stays Pending until activeDeadlineSeconds
+        status = {{}} if calls < 3 else {{"conditions": [{{"type": "Failed", "status": "True"}}]}}
+    else:
+        status = {{"active": 1}} if calls < 3 else {{"conditions": [{{"type": final, "status": "True"}}]}}
     print(json.dumps({{"status": status}}))
-elif "scale" in args and os.environ.get("FAKE_SCALE_FAILS") in args:
+elif os.environ.get("FAKE_SCALE_FAILS") and os.environ["FAKE_SCALE_FAILS"] in args:
+    save()
     sys.exit("error: failed to patch deployment: the server was unable to return a response in the time allotted")
+elif "get" in args and "pods" in args:
+    selector = dict(kv.split("=") for kv in args[args.index("-l") + 1].split(","))
+    name = selector["app.kubernetes.io/instance"]
+    count = cluster["pods"].get(name, 0) if cluster is not None else 0
+    print(json.dumps({{"items": [{{"metadata": {{"name": f"{{name}}-{{i}}"}}}} for i in range(count)]}}))
+elif "scale" in args and cluster is not None:
+    name = args[args.index("scale") + 1].split("/")[1]
+    cluster["replicas"][name] = int(args[args.index("scale") + 2].split("=")[1])
+elif "annotate" in args and cluster is not None:
+    name = args[args.index("annotate") + 1].split("/")[1]
+    change = args[args.index("annotate") + 2]
+    annotations = cluster["scaledobjects"][name]["annotations"]
+    if change.endswith("-"):
+        annotations.pop(change[:-1], None)
+    else:
+        key, value = change.split("=")
+        annotations[key] = value
 elif "logs" in args:
     print("compiling...")
 elif "apply" in args:
     sys.stdin.read()
+save()
 """
 
 
@@ -86,6 +138,32 @@ def fake_kubectl(tmp_path, monkeypatch):
         return [c[:-1] if c[2:4] != ["logs", "-f"] else c for c in logged]
 
     return calls
+
+
+@pytest.fixture
+def fake_cluster(fake_kubectl, tmp_path, monkeypatch):
+    """The fake kubectl with state: one serving pod per profile, and with `scaled` a ScaledObject (minReplicaCount 1)
+    that KEDA reconciles between calls. Returns a reader of the state."""
+    path = tmp_path / "cluster.json"
+
+    def make(profiles: list[str], *, scaled: bool) -> None:
+        path.write_text(
+            json.dumps(
+                {
+                    "replicas": dict.fromkeys(profiles, 1),
+                    "seen": dict.fromkeys(profiles, 1),
+                    "pods": dict.fromkeys(profiles, 1),
+                    "scaledobjects": {p: {"minReplicaCount": 1, "annotations": {}} for p in profiles} if scaled else {},
+                }
+            )
+        )
+        monkeypatch.setenv("FAKE_CLUSTER", str(path))
+
+    def state() -> dict:
+        return json.loads(path.read_text())
+
+    make.state = state  # type: ignore[attr-defined]
+    return make
 
 
 def _job(name: str) -> list[dict]:
@@ -114,29 +192,100 @@ def _bucket(staged: list[str]) -> None:
         s3.put_object(Bucket=bucket, Key=checkpoint_prefix(model.hf_id, model.revision) + MANIFEST_NAME, Body=b"{}")
 
 
+PAUSE = ["-n", "trn-specdec", "annotate", "scaledobject/speculative", "autoscaling.keda.sh/paused-replicas=0"]
+RESUME = ["-n", "trn-specdec", "annotate", "scaledobject/speculative", "autoscaling.keda.sh/paused-replicas-"]
+
+
 @pytest.mark.parametrize(("result", "code"), [("Complete", 0), ("Failed", 1)])
-def test_build_frees_the_devices_then_scales_the_service_back(aws_env, fake_kubectl, monkeypatch, capsys, result, code):
+def test_build_pauses_the_scaled_object_waits_for_the_pods_and_resumes_it_whatever_the_job_did(
+    aws_env, fake_cluster, fake_kubectl, monkeypatch, capsys, result, code
+):
+    """The default config scales with KEDA: a bare scale to 0 would be undone at KEDA's next poll and the serving pod
+    would retake the devices (the fake's `raced`); the pause holds it at 0 until it is removed."""
     _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    fake_cluster(["baseline", "speculative"], scaled=True)
     monkeypatch.setenv("FAKE_JOB_RESULT", result)
+    monkeypatch.setenv("FAKE_JOB_NEEDS", "speculative")
     assert run_build(None, "speculative", poll_s=0) == code  # verify finds no artifact in the empty bucket
     calls = fake_kubectl()
     verbs = [c[2] for c in calls]
+    assert calls[0] == [*PAUSE, "--overwrite"]
+    pods_gone = max(i for i, c in enumerate(calls) if c[2:4] == ["get", "pods"])
+    assert verbs.index("annotate") < pods_gone < verbs.index("apply") and "scale" not in verbs
+    assert calls[-1] == RESUME
+    state = fake_cluster.state()
+    assert not state.get("raced") and state["scaledobjects"]["speculative"]["annotations"] == {}
+    assert "scaledobject/speculative resumed" in capsys.readouterr().out
+
+
+def test_the_bare_scale_to_zero_races_keda_in_the_fake_cluster(fake_cluster, fake_kubectl, monkeypatch):
+    """The flow `make build` had: the fake cluster puts the target back to its minimum, the Job never runs."""
+    fake_cluster(["speculative"], scaled=True)
+    monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
+    monkeypatch.setenv("FAKE_JOB_NEEDS", "speculative")
+    kubectl("-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=0")
+    start_job("trn-specdec", _job("build-speculative"))
+    assert follow_job("trn-specdec", "build-speculative", poll_s=0) is False
+    assert fake_cluster.state()["raced"]
+
+
+def test_without_scaling_build_scales_the_deployment_to_zero_and_back(
+    aws_env, fake_cluster, fake_kubectl, monkeypatch, tmp_path, capsys
+):
+    data = default_config_dict()
+    data["scaling"] = {"enabled": False}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    fake_cluster(["baseline", "speculative"], scaled=False)
+    monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
+    monkeypatch.setenv("FAKE_JOB_NEEDS", "speculative")
+    assert run_build(str(path), "speculative", poll_s=0) == 0
+    calls = fake_kubectl()
     assert calls[0] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=0"]
-    assert verbs.index("scale") < verbs.index("apply") and "delete" not in verbs
     assert calls[-1] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=1"]
+    assert "annotate" not in [c[2] for c in calls] and not fake_cluster.state().get("raced")
     assert "deploy/speculative scaled back to 1" in capsys.readouterr().out
 
 
-def test_scaled_back_is_said_only_when_the_scale_succeeded(aws_env, fake_kubectl, monkeypatch, capsys):
+def test_an_interrupted_build_resumes_the_scaled_object(aws_env, fake_cluster, fake_kubectl, monkeypatch):
     _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    fake_cluster(["speculative"], scaled=True)
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
-    monkeypatch.setenv("FAKE_SCALE_FAILS", "--replicas=1")
-    assert run_build(None, "speculative", poll_s=0) == 1  # built, but the service is still down
-    assert fake_kubectl()[-1] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=1"]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_artifact_module, "follow_job", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_build(None, "speculative", poll_s=0)
+    assert fake_kubectl()[-1] == RESUME
+    assert fake_cluster.state()["scaledobjects"]["speculative"]["annotations"] == {}
+
+
+def test_pods_that_never_go_stop_with_a_sentence_and_the_service_given_back(fake_cluster, fake_kubectl):
+    """A pod that does not terminate (a finalizer, a stuck node): the body never runs and the pause is removed."""
+    config = load_config()
+    fake_cluster(["speculative"], scaled=True)
+    service = OutOfService(config, config.profile("speculative"), poll_s=0, timeout_s=0.5)
+    service._take_command = lambda: ("-n", "trn-specdec", "logs", "x")  # type: ignore[method-assign]  # takes nothing
+    stuck = r"speculative: its pods \(speculative-0\) were still there 0.5 s after"
+    with pytest.raises(BuildError, match=stuck), service:
+        pytest.fail("the body must not run while the pods are there")
+    assert fake_kubectl()[-1] == RESUME and service.restored
+
+
+def test_resumed_is_said_only_when_kubectl_did_it(aws_env, fake_cluster, fake_kubectl, monkeypatch, capsys):
+    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    fake_cluster(["speculative"], scaled=True)
+    monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
+    monkeypatch.setenv("FAKE_SCALE_FAILS", "autoscaling.keda.sh/paused-replicas-")
+    assert run_build(None, "speculative", poll_s=0) == 1  # built, but the service is still paused at 0
+    assert fake_kubectl()[-1] == RESUME
     out, err = capsys.readouterr()
-    assert "scaled back" not in out and "job/build-speculative-" in out
-    assert "could not scale deploy/speculative back to 1 (error: failed to patch deployment" in err
-    assert "`kubectl -n trn-specdec scale deploy/speculative --replicas=1`" in err
+    assert "resumed" not in out and "job/build-speculative-" in out
+    assert "could not give the service back (error: failed to patch deployment" in err
+    assert "`kubectl -n trn-specdec annotate scaledobject/speculative autoscaling.keda.sh/paused-replicas-`" in err
 
 
 def _publish_artifact(tmp_path: Path, profile: str) -> tuple[S3Store, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from stacks.constructs.neuron_dra_driver import NEURON_CHART_REPOSITORY, NEURON_CHART_VERSION
+from config.versions import CHARTS, NEURON
 
 
 def _one(resources: dict) -> dict:
@@ -89,8 +89,8 @@ def test_capacity_block_variant_targets_the_reservation(variant_synth):
 def test_neuron_dra_chart_is_the_pinned_oci_chart_with_device_plugin_off(synth):
     charts = synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()
     (chart,) = [c["Properties"] for c in charts if c["Properties"]["Chart"] == "neuron-helm-chart"]
-    assert chart["Repository"] == NEURON_CHART_REPOSITORY == "oci://public.ecr.aws/neuron/neuron-helm-chart"
-    assert chart["Version"] == NEURON_CHART_VERSION
+    assert chart["Repository"] == CHARTS[NEURON].repository == "oci://public.ecr.aws/neuron/neuron-helm-chart"
+    assert chart["Version"] == CHARTS[NEURON].version
     assert chart["Namespace"] == "kube-system" and chart.get("CreateNamespace") is not True
     values = json.loads(chart["Values"])
     assert values["devicePlugin"] == {"enabled": False}
@@ -284,3 +284,13 @@ def test_a_capacity_block_deployment_forwards_ec2s_expiration_warning_for_its_re
     (target,) = props["Targets"]
     assert target["Arn"] == variant_synth.config.observability.alarm_topic_arn
     assert "<detail-capacity-reservation-id> ends at <detail-end-date>" in json.dumps(target["InputTransformer"])
+
+
+def test_the_cluster_authenticates_with_access_entries_so_amp_grants_the_scraper_itself(synth, variant_synth):
+    """AMP user guide, "Configuring your Amazon EKS cluster" (AMP-collector-how-to.html): with authentication mode API
+    or API_AND_CONFIG_MAP, creating a scraper creates its access entry and access policy; the aws-auth recipe
+    (ClusterRole bound to `aps-collector-user`) is for ConfigMap clusters. So we render no RBAC for that user."""
+    for s in (synth, variant_synth):
+        cluster = _one(s.resources("Cluster", "AWS::EKS::Cluster"))
+        assert cluster["AccessConfig"]["AuthenticationMode"] in ("API", "API_AND_CONFIG_MAP")
+        assert "aps-collector" not in json.dumps(s.templates)

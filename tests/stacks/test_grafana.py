@@ -11,7 +11,9 @@ from typing import Any
 import yaml
 
 from charts.live_dashboard import PROMETHEUS_UID, live_dashboard
-from stacks.constructs.grafana import GRAFANA_CHART_VERSION, PORT_FORWARD, QUERY_ACTIONS
+from stacks.constructs.grafana import GRAFANA_CHART, PORT_FORWARD, QUERY_ACTIONS
+
+GRAFANA_CHART_VERSION = GRAFANA_CHART.version
 
 CHART = json.loads((Path(__file__).parents[1] / "charts" / "fixtures" / "grafana_12_11_1.json").read_text())
 ROOT = Path(__file__).parents[2]

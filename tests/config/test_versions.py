@@ -1,0 +1,120 @@
+"""The version map is the one source of every add-on, chart and image version: read from the synthesized templates
+and the rendered manifests (not from the constants the constructs import), so a construct that pins its own version,
+or floats one, fails here."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from charts.bench_job import render_bench_job
+from charts.model_build_job import render_build_job
+from charts.stage_job import render_stage_job
+from config import DeploymentConfig
+from config.catalogue import PLACEHOLDER_ACCOUNT
+from config.kubernetes import SUPPORTED_KUBERNETES_VERSIONS
+from config.versions import ADDONS, CHARTS, IMAGES, for_kubernetes
+from serving_stacks import stack_serving
+
+# What EKS add-on versions look like (Renovate's aws-eks-addon versioning: ^v?\d+\.\d+\.\d+-eksbuild\.\d+$).
+ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
+
+
+def test_the_map_pins_every_supported_kubernetes_version():
+    assert set(ADDONS) == set(SUPPORTED_KUBERNETES_VERSIONS)
+
+
+def test_every_pin_is_an_exact_version_with_a_source():
+    for version, addons in ADDONS.items():
+        assert set(addons) == set(ADDONS[SUPPORTED_KUBERNETES_VERSIONS[0]]), version
+        for name, pin in addons.items():
+            assert ADDON_VERSION.match(pin.version), (version, name, pin.version)
+            assert pin.source.strip(), (version, name)
+    for chart in CHARTS.values():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", chart.version) and chart.source.strip()
+    for image in IMAGES.values():
+        assert re.search(r":v?\d[\w.-]*$", image.version) and not image.version.endswith(":latest") and image.source
+
+
+def _addons(synth) -> dict[str, dict[str, Any]]:
+    return {
+        r["Properties"]["AddonName"]: r["Properties"] for r in synth.resources("Cluster", "AWS::EKS::Addon").values()
+    }
+
+
+@pytest.mark.parametrize("which", ["synth", "variant_synth"])
+def test_every_addon_in_the_template_is_pinned_from_the_map(which, request):
+    """The default config (Kubernetes 1.35) and the variant (1.34): every add-on, each at the map's version."""
+    synth = request.getfixturevalue(which)
+    pins = for_kubernetes(synth.config.kubernetes_version).addons
+    found = {name: props.get("AddonVersion") for name, props in _addons(synth).items()}
+    assert found == {name: pin.version for name, pin in pins.items()}
+
+
+def test_every_helm_chart_in_the_template_comes_from_the_map(synth):
+    charts = [r["Properties"] for r in synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()]
+    found = sorted((c["Repository"], c["Chart"], c["Version"]) for c in charts)
+    assert found == sorted((c.repository, c.chart, c.version) for c in CHARTS.values())
+
+
+def _images(node: Any) -> Iterator[str]:
+    """Every container's image in rendered Kubernetes objects (containers and init containers, any depth)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("containers", "initContainers"):
+                yield from (c["image"] for c in value)
+            else:
+                yield from _images(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _images(item)
+
+
+def _manifest_objects(template: dict[str, Any]) -> list[Any]:
+    """The objects of every kubectl-applied manifest. A manifest with CloudFormation tokens is an Fn::Join whose
+    literal parts hold the images; joining the literals with a placeholder for each token gives parseable JSON."""
+    objects: list[Any] = []
+    for resource in template["Resources"].values():
+        if resource["Type"] != "Custom::AWSCDK-EKS-KubernetesResource":
+            continue
+        manifest = resource["Properties"]["Manifest"]
+        if isinstance(manifest, dict):
+            _, parts = manifest["Fn::Join"]
+            manifest = "".join(p if isinstance(p, str) else "TOKEN" for p in parts)
+        objects.extend(json.loads(manifest))
+    return objects
+
+
+def _rendered_images(synth, config: DeploymentConfig) -> set[str]:
+    images = set()
+    for template in synth.templates.values():
+        images |= set(_images(_manifest_objects(template)))
+    # What ops/ renders at run time: the staging, build and benchmark Jobs.
+    images |= set(_images(render_stage_job(config, config.models_in_use(), PLACEHOLDER_ACCOUNT)))
+    for profile in config.profiles:
+        images |= set(_images(render_build_job(config, profile.name, PLACEHOLDER_ACCOUNT)))
+    images |= set(_images(render_bench_job(config, PLACEHOLDER_ACCOUNT, "run", [])))
+    return images
+
+
+def _served_by_a_stack(image: str, config: DeploymentConfig) -> bool:
+    """A serving image: one the profiles name, whose tag a serving stack's catalogue serves (the stacks own those)."""
+    for profile in config.profiles:
+        if image == profile.image.uri:
+            i = profile.image
+            return stack_serving(i.vllm_version, i.plugin_version, i.sdk_version) is not None
+    return False
+
+
+@pytest.mark.parametrize("which", ["synth", "plugin_synth"])
+def test_every_container_image_comes_from_the_map_or_a_serving_stack(which, request):
+    synth = request.getfixturevalue(which)
+    images = _rendered_images(synth, synth.config)
+    pinned = {pin.version for pin in IMAGES.values()}
+    stray = {i for i in images if i not in pinned and not _served_by_a_stack(i, synth.config)}
+    assert not stray, f"images not in config/versions.py IMAGES nor a serving stack's catalogue: {sorted(stray)}"
+    assert pinned <= images, f"pinned but never rendered: {sorted(pinned - images)}"

@@ -1,0 +1,508 @@
+"""make preflight against the nearest real thing: moto's server on loopback where moto implements the call (STS, EC2
+offerings and network objects, IAM, S3, CloudFormation, AMP, Service Quotas' VPC quotas), botocore's Stubber where it
+does not (EKS versions, EC2 Capacity Reservations and quotas, the SSM public parameter): the Stubber checks every
+request and response against botocore's own service model. Hugging Face: a real HTTP server on loopback."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.stub import Stubber
+
+from config import DeploymentConfig, parse_config
+from config import aws as config_aws
+from config.exit_codes import EXIT_USAGE
+from config.versions import ADDONS
+from ops import preflight
+from ops.preflight import FAIL, OK, SKIPPED, Failed, Preflight, Skipped
+from tests.conftest import MOTO_ACCOUNT, ROOT, default_config_dict
+from tests.silent_endpoint import silent_server
+
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+REGION = "us-east-2"
+
+
+def config_with(**trn2: Any) -> DeploymentConfig:
+    data = default_config_dict()
+    data["admin_principal_arn"] = f"arn:aws:iam::{MOTO_ACCOUNT}:role/deployer"
+    data["trn2_nodes"].update(trn2)
+    return parse_config(data)
+
+
+def capacity_block_config(**extra: Any) -> DeploymentConfig:
+    return config_with(
+        capacity_type="CAPACITY_BLOCK",
+        capacity_reservation_id="cr-0123456789abcdef0",
+        availability_zone="us-east-2b",
+        **extra,
+    )
+
+
+def make(config: DeploymentConfig, **stubbed: Any) -> Preflight:
+    """Bounded clients (config/aws.py) on the moto endpoint, with `stubbed` services replaced."""
+    clients = {s: stubbed.get(s) or config_aws.client(s, REGION) for s in preflight.SERVICES}
+    checker = Preflight(config, clients, sts=config_aws.client("sts", REGION), now=NOW, offline=True)
+    checker.account = MOTO_ACCOUNT
+    return checker
+
+
+@pytest.fixture
+def stub() -> Iterator[Any]:
+    """stub(service) -> (client, Stubber): a bounded client whose answers the test gives; all must be used."""
+    stubbers: list[Stubber] = []
+
+    def make_stub(service: str) -> tuple[Any, Stubber]:
+        client = config_aws.client(service, REGION)
+        stubber = Stubber(client)
+        stubber.activate()
+        stubbers.append(stubber)
+        return client, stubber
+
+    yield make_stub
+    for stubber in stubbers:
+        stubber.assert_no_pending_responses()
+        stubber.deactivate()
+
+
+def quota(service: str, code: str, name: str, value: float) -> dict[str, Any]:
+    return {"Quota": {"ServiceCode": service, "QuotaCode": code, "QuotaName": name, "Value": value}}
+
+
+# --- credentials -------------------------------------------------------------------------------------------
+
+
+def test_identity_names_the_account_and_region(aws_env):
+    checker = make(config_with())
+    assert checker.identity().startswith(f"account {MOTO_ACCOUNT}, region us-east-2, as arn:aws:")
+
+
+def test_without_credentials_one_sentence_and_the_usage_exit_code(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "ops.preflight", "--offline"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == EXIT_USAGE
+    assert "Traceback" not in done.stdout + done.stderr
+    first, *rest = done.stdout.splitlines()
+    assert first.startswith("FAIL    credentials: no AWS credentials found") and "aws configure" in first
+    assert all(line.startswith("skipped") for line in rest[:-1]) and len(rest) == len(make_names()) + 1
+
+
+def make_names() -> list[str]:
+    return [name for name, _ in Preflight(config_with(), {}, now=NOW).checks()]
+
+
+def test_a_silent_endpoint_ends_at_the_deadline_with_a_sentence(silent_aws, monkeypatch):
+    """The real run against an endpoint that accepts and never answers: at the deadline, a sentence, not a hang
+    (benchmarks/preflight_silent.py times the shipped 30 s deadline with the shipped timeouts)."""
+    out = io.StringIO()
+    monkeypatch.setattr(preflight, "DEADLINE_S", 0.5)
+    code = preflight.main(["--offline"], stream=out)
+    lines = out.getvalue().splitlines()
+    assert code == EXIT_USAGE
+    assert lines[0].startswith(
+        "FAIL    credentials: no answer before the preflight's 0.5 s deadline; check the network"
+    )
+
+
+# --- capacity ----------------------------------------------------------------------------------------------
+
+
+def test_trn_quota_below_what_the_node_group_needs_fails_naming_both(stub):
+    sq, s = stub("service-quotas")
+    s.add_response("get_service_quota", quota("ec2", "L-2C3B7624", "Running On-Demand Trn instances", 96.0))
+    with pytest.raises(Failed, match=r"is 96 vCPUs, but trn2_nodes.max_size=1 x trn2.48xlarge \(192 vCPUs\) needs 192"):
+        make(config_with(), **{"service-quotas": sq}).trn_quota()
+
+
+def test_trn_quota_falls_back_to_the_default_and_passes(stub):
+    sq, s = stub("service-quotas")
+    s.add_client_error("get_service_quota", "NoSuchResourceException", http_status_code=404)
+    s.add_response("get_aws_default_service_quota", quota("ec2", "L-2C3B7624", "Running On-Demand Trn instances", 384))
+    assert (
+        make(config_with(), **{"service-quotas": sq})
+        .trn_quota()
+        .startswith("Running On-Demand Trn instances quota 384")
+    )
+
+
+def test_a_quota_code_that_names_another_quota_is_a_sentence(stub):
+    sq, s = stub("service-quotas")
+    s.add_response("get_service_quota", quota("ec2", "L-2C3B7624", "Running On-Demand Inf instances", 999))
+    with pytest.raises(Failed, match="names 'Running On-Demand Inf instances', not 'Running On-Demand Trn instances'"):
+        make(config_with(), **{"service-quotas": sq}).trn_quota()
+
+
+def test_trn_quota_does_not_apply_to_a_capacity_block():
+    with pytest.raises(Skipped, match="Capacity Block cr-0123456789abcdef0"):
+        make(capacity_block_config()).trn_quota()
+
+
+def test_trn2_offered_in_the_configured_zone(aws_env):
+    assert make(config_with()).trn_offered() == "trn2.48xlarge offered in us-east-2a"
+
+
+def test_a_region_without_trn2_fails_naming_the_region(aws_env):
+    """moto's offerings data (taken from EC2) has trn2.48xlarge in no zone of us-west-2."""
+    data = default_config_dict()
+    data["region"] = "us-west-2"
+    data["network"]["availability_zones"] = ["us-west-2a", "us-west-2b", "us-west-2c"]
+    checker = make(parse_config(data), ec2=config_aws.client("ec2", "us-west-2"))
+    with pytest.raises(Failed, match=r"not offered in us-west-2a; no zone of us-west-2 offers it; choose a region"):
+        checker.trn_offered()
+
+
+def test_trn2_not_offered_in_the_zone_names_the_zones_that_offer_it(stub):
+    ec2, s = stub("ec2")
+    offers = [
+        {"InstanceType": "trn2.48xlarge", "LocationType": "availability-zone", "Location": z}
+        for z in ("us-east-2a", "us-east-2b")
+    ]
+    s.add_response(
+        "describe_instance_type_offerings",
+        {"InstanceTypeOfferings": offers},
+        {"LocationType": "availability-zone", "Filters": [{"Name": "instance-type", "Values": ["trn2.48xlarge"]}]},
+    )
+    with pytest.raises(
+        Failed, match=r"not offered in us-east-2c; it is offered in us-east-2a, us-east-2b; set trn2_nodes"
+    ):
+        make(config_with(availability_zone="us-east-2c"), ec2=ec2).trn_offered()
+
+
+def block(**over: Any) -> dict[str, Any]:
+    answer = {
+        "CapacityReservationId": "cr-0123456789abcdef0",
+        "InstanceType": "trn2.48xlarge",
+        "AvailabilityZone": "us-east-2b",
+        "TotalInstanceCount": 1,
+        "State": "active",
+        "StartDate": NOW - timedelta(hours=1),
+        "EndDate": NOW + timedelta(days=2),
+        "ReservationType": "capacity-block",
+    }
+    return {"CapacityReservations": [answer | over]}
+
+
+def test_an_active_capacity_block_in_the_zone_passes(stub):
+    ec2, s = stub("ec2")
+    s.add_response("describe_capacity_reservations", block(), {"CapacityReservationIds": ["cr-0123456789abcdef0"]})
+    assert (
+        make(capacity_block_config(), ec2=ec2).capacity_block().startswith("Capacity Block cr-0123456789abcdef0 active")
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "sentence"),
+    [
+        (
+            block(State="scheduled", StartDate=NOW + timedelta(hours=3)),
+            "starts at 2026-11-26T15:00:00+00:00, in 180 minutes",
+        ),
+        (block(AvailabilityZone="us-east-2a"), "it is in us-east-2a, trn2_nodes.availability_zone is us-east-2b"),
+        (block(EndDate=NOW + timedelta(minutes=30)), "it ends in 30 minutes"),
+        (block(State="expired", EndDate=NOW - timedelta(hours=1)), "its state is 'expired'"),
+        (block(InstanceType="trn2.3xlarge"), "it holds trn2.3xlarge"),
+    ],
+)
+def test_a_capacity_block_that_cannot_run_the_node_fails_with_why(stub, answer, sentence):
+    ec2, s = stub("ec2")
+    s.add_response("describe_capacity_reservations", answer)
+    with pytest.raises(Failed, match=sentence.replace("(", r"\(").replace("+", r"\+")):
+        make(capacity_block_config(), ec2=ec2).capacity_block()
+
+
+def test_a_capacity_block_end_other_than_the_configs_fails(stub):
+    ec2, s = stub("ec2")
+    s.add_response("describe_capacity_reservations", block())
+    config = capacity_block_config(capacity_block_end="2026-11-27T11:30:00Z")
+    with pytest.raises(Failed, match="capacity_block_end is 2026-11-27T11:30:00"):
+        make(config, ec2=ec2).capacity_block()
+
+
+def test_an_unknown_capacity_block_is_a_sentence(stub):
+    ec2, s = stub("ec2")
+    s.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound", http_status_code=400)
+    with pytest.raises(Failed, match="does not exist in account"):
+        make(capacity_block_config(), ec2=ec2).capacity_block()
+
+
+# --- versions ----------------------------------------------------------------------------------------------
+
+
+def test_kubernetes_version_in_standard_support_passes(stub):
+    eks, s = stub("eks")
+    s.add_response(
+        "describe_cluster_versions",
+        {"clusterVersions": [{"clusterVersion": "1.35", "versionStatus": "STANDARD_SUPPORT"}]},
+        {"clusterVersions": ["1.35"], "includeAll": True},
+    )
+    assert make(config_with(), eks=eks).kubernetes_version() == "Kubernetes 1.35: STANDARD_SUPPORT"
+
+
+def test_kubernetes_version_not_offered_fails(stub):
+    eks, s = stub("eks")
+    s.add_response("describe_cluster_versions", {"clusterVersions": []})
+    with pytest.raises(Failed, match=r"does not offer Kubernetes 1\.35"):
+        make(config_with(), eks=eks).kubernetes_version()
+
+
+def addon_answer(name: str, *versions: str) -> dict[str, Any]:
+    return {
+        "addons": [
+            {
+                "addonName": name,
+                "addonVersions": [
+                    {"addonVersion": v, "compatibilities": [{"clusterVersion": "1.35", "defaultVersion": i == 0}]}
+                    for i, v in enumerate(versions)
+                ],
+            }
+        ]
+    }
+
+
+def test_every_pinned_addon_offered_passes(stub):
+    eks, s = stub("eks")
+    for name, pin in ADDONS["1.35"].items():
+        s.add_response("describe_addon_versions", addon_answer(name, "v9.9.9-eksbuild.1", pin.version))
+    assert (
+        make(config_with(), eks=eks).addon_versions() == "all 6 pinned add-on versions are offered for Kubernetes 1.35"
+    )
+
+
+def test_an_addon_version_not_offered_names_it_and_what_is(stub):
+    eks, s = stub("eks")
+    for name, pin in ADDONS["1.35"].items():
+        offered = ("v1.14.9-eksbuild.1",) if name == "coredns" else (pin.version,)
+        s.add_response("describe_addon_versions", addon_answer(name, *offered))
+    pinned = ADDONS["1.35"]["coredns"].version
+    with pytest.raises(Failed, match=f"coredns {pinned} \\(EKS offers e.g. v1.14.9-eksbuild.1\\)"):
+        make(config_with(), eks=eks).addon_versions()
+
+
+def test_the_neuron_ami_release_and_its_driver(stub):
+    ssm, s = stub("ssm")
+    name = "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/neuron/recommended/release_version"
+    s.add_response("get_parameter", {"Parameter": {"Name": name, "Value": "1.35.6-20260714"}}, {"Name": name})
+    assert make(config_with(), ssm=ssm).neuron_ami() == "release 1.35.6-20260714 (Neuron driver 2.29.0.0)"
+
+
+def test_no_neuron_ami_for_the_version_fails(stub):
+    ssm, s = stub("ssm")
+    s.add_client_error("get_parameter", "ParameterNotFound", http_status_code=400)
+    with pytest.raises(Failed, match=r"no EKS-optimized AL2023 Neuron AMI for Kubernetes 1\.35"):
+        make(config_with(), ssm=ssm).neuron_ami()
+
+
+# --- names -------------------------------------------------------------------------------------------------
+
+
+def test_the_admin_role_exists(aws_env):
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+    }
+    boto3.client("iam").create_role(RoleName="deployer", AssumeRolePolicyDocument=json.dumps(trust))
+    assert make(config_with()).admin_principal() == "IAM role deployer exists"
+
+
+def test_a_missing_admin_role_fails(aws_env):
+    with pytest.raises(Failed, match="IAM role deployer does not exist"):
+        make(config_with()).admin_principal()
+
+
+def test_the_placeholder_admin_fails(aws_env):
+    config = parse_config(default_config_dict())
+    with pytest.raises(Failed, match="is the placeholder"):
+        make(config).admin_principal()
+
+
+def test_a_free_bucket_name_passes(aws_env):
+    assert make(config_with()).models_bucket().endswith("is free")
+
+
+def test_a_bucket_of_ours_without_its_stack_fails(aws_env):
+    config = config_with()
+    bucket = config.models_bucket_name(MOTO_ACCOUNT)
+    boto3.client("s3").create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    with pytest.raises(Failed, match="stack TrnSpecdec-Models does not own it"):
+        make(config).models_bucket()
+
+
+def test_a_bucket_of_ours_with_its_stack_passes(aws_env):
+    config = config_with()
+    bucket = config.models_bucket_name(MOTO_ACCOUNT)
+    boto3.client("s3").create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}
+    boto3.client("cloudformation").create_stack(StackName="TrnSpecdec-Models", TemplateBody=json.dumps(template))
+    assert make(config).models_bucket().endswith("belongs to stack TrnSpecdec-Models")
+
+
+def test_a_bucket_name_taken_by_another_account_fails(stub):
+    s3, s = stub("s3")
+    s.add_client_error("head_bucket", "403", http_status_code=403)
+    with pytest.raises(Failed, match="is taken by another account"):
+        make(config_with(), s3=s3).models_bucket()
+
+
+def test_managed_prometheus_answers_in_the_region(aws_env):
+    assert make(config_with()).managed_prometheus() == "Amazon Managed Service for Prometheus answers in us-east-2"
+
+
+def test_a_region_without_managed_prometheus_fails(aws_env):
+    checker = make(config_with())
+    checker.config = checker.config.model_copy(update={"region": "mx-nowhere-9"})
+    with pytest.raises(Failed, match="not offered in mx-nowhere-9"):
+        checker.managed_prometheus()
+
+
+def network_quotas(s: Stubber, eips: float) -> None:
+    s.add_response("get_service_quota", quota("vpc", "L-F678F1CE", "VPCs per Region", 5))
+    s.add_response("get_service_quota", quota("ec2", "L-0263D0A3", "EC2-VPC Elastic IPs", eips))
+    s.add_response("get_service_quota", quota("vpc", "L-FE5A380F", "NAT gateways per Availability Zone", 5))
+
+
+def test_network_quotas_with_room_pass(aws_env, stub):
+    """Usage from moto's EC2 (its default VPC), quotas from the Stubber (moto's Service Quotas lacks EC2's)."""
+    sq, s = stub("service-quotas")
+    network_quotas(s, eips=5)
+    assert make(config_with(), **{"service-quotas": sq}).network_quotas().startswith("VPCs 1+1/5, Elastic IPs 0+1/5")
+
+
+def test_elastic_ips_used_up_fail(aws_env, stub):
+    ec2 = boto3.client("ec2")
+    for _ in range(5):
+        ec2.allocate_address(Domain="vpc")
+    sq, s = stub("service-quotas")
+    network_quotas(s, eips=5)
+    with pytest.raises(Failed, match=r"5 Elastic IPs of 5 \(L-0263D0A3\) leave no room for network.nat_gateways=1"):
+        make(config_with(), **{"service-quotas": sq}).network_quotas()
+
+
+# --- Hugging Face ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hub(default_config: DeploymentConfig) -> Iterator[str]:
+    """A loopback Hugging Face API that knows the default config's pinned revisions, and nothing else."""
+    known = {f"/api/models/{m.hf_id}/revision/{m.revision}": m.revision for m in default_config.models.values()}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            sha = known.get(self.path)
+            body = json.dumps({"sha": sha} if sha else {"error": "Revision Not Found"}).encode()
+            self.send_response(200 if sha else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def revisions(config: DeploymentConfig, endpoint: str) -> str:
+    return Preflight(config, {}, now=NOW, hf_endpoint=endpoint).model_revisions()
+
+
+def test_pinned_revisions_that_exist_pass(hub):
+    assert revisions(config_with(), hub) == "2 pinned revisions exist on Hugging Face"
+
+
+def test_a_revision_that_does_not_exist_fails_naming_the_model(hub):
+    data = default_config_dict()
+    data["models"]["qwen3-1-7b"]["revision"] = "0" * 40
+    with pytest.raises(Failed, match=f"models.qwen3-1-7b: Qwen/Qwen3-1.7B has no revision {'0' * 40} \\(404\\)"):
+        revisions(parse_config(data), hub)
+
+
+def test_a_hub_that_never_answers_fails_within_the_timeout(monkeypatch):
+    monkeypatch.setattr(preflight, "HF_TIMEOUT_S", 0.5)
+    with silent_server() as port, pytest.raises(Failed, match=r"did not answer within 0\.5 s"):
+        revisions(config_with(), f"http://127.0.0.1:{port}")
+
+
+def test_offline_skips_the_revision_check():
+    with pytest.raises(Skipped, match="--offline"):
+        Preflight(config_with(), {}, now=NOW, offline=True).model_revisions()
+
+
+# --- the whole run -----------------------------------------------------------------------------------------
+
+
+def test_the_run_gives_one_result_per_check(aws_env, stub):
+    """Every check through run(): moto where it can answer, stubs elsewhere; the placeholder admin is the one FAIL."""
+    config = parse_config(default_config_dict())
+    eks, se = stub("eks")
+    se.add_response(
+        "describe_cluster_versions",
+        {"clusterVersions": [{"clusterVersion": "1.35", "versionStatus": "STANDARD_SUPPORT"}]},
+    )
+    for name, pin in ADDONS["1.35"].items():
+        se.add_response("describe_addon_versions", addon_answer(name, pin.version))
+    ssm, ss = stub("ssm")
+    ss.add_response("get_parameter", {"Parameter": {"Value": "1.35.6-20260714"}})
+    # The trn quota and the network checks run side by side on one Service Quotas client, so its answers go by the
+    # quota code asked for, not by call order; each is validated against botocore's model by a Stubber first.
+    sq = config_aws.client("service-quotas", REGION)
+    answers = {
+        "L-2C3B7624": quota("ec2", "L-2C3B7624", "Running On-Demand Trn instances", 192),
+        "L-F678F1CE": quota("vpc", "L-F678F1CE", "VPCs per Region", 5),
+        "L-0263D0A3": quota("ec2", "L-0263D0A3", "EC2-VPC Elastic IPs", 5),
+        "L-FE5A380F": quota("vpc", "L-FE5A380F", "NAT gateways per Availability Zone", 5),
+    }
+    for answer in answers.values():
+        Stubber(sq).add_response("get_service_quota", answer)  # raises if the answer does not fit the model
+    ok = AWSResponse(url="", status_code=200, headers={}, raw=None)
+    sq.meta.events.register(
+        "before-call.service-quotas.GetServiceQuota",
+        lambda params, **_: (ok, answers[json.loads(params["body"])["QuotaCode"]]),
+    )
+    checker = make(config, eks=eks, ssm=ssm, **{"service-quotas": sq})
+    checker.offline = True
+    results = checker.run(deadline_s=20)
+    status = {r.check: r.status for r in results}
+    assert status == {
+        "credentials": OK,
+        "trn quota": OK,
+        "trn2 offered": OK,
+        "capacity block": SKIPPED,
+        "kubernetes version": OK,
+        "add-on versions": OK,
+        "neuron AMI": OK,
+        "admin principal": FAIL,
+        "models bucket": OK,
+        "managed prometheus": OK,
+        "network quotas": OK,
+        "model revisions": SKIPPED,
+    }, [r.line() for r in results]
