@@ -41,8 +41,8 @@ ITL_BUCKETS = "vllm:inter_token_latency_seconds_bucket"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
 DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-# Envoy 1.40's cluster traffic stats (envoy/upstream/upstream.h ALL_CLUSTER_TRAFFIC_STATS), as /stats/prometheus
-# names them: envoy_cluster_<stat>{envoy_cluster_name="<cluster>"}.
+# Envoy 1.40's cluster traffic stats as its /stats/prometheus names them: envoy_cluster_<stat>{envoy_cluster_name=...}.
+# Read from the pinned binary itself (tests/charts/test_live_dashboard.py scrapes it on the rendered bootstrap).
 ENVOY_REQUESTS = "envoy_cluster_upstream_rq_total"
 ENVOY_CLUSTER_LABEL = "envoy_cluster_name"
 ENVOY_METRICS = (ENVOY_REQUESTS, *SPILL_METRICS)  # everything the endpoint's scrape job keeps
