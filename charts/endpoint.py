@@ -35,6 +35,7 @@ NAME = "endpoint"
 GATED_SUFFIX = "-gated"  # the hop to a spilling arm's gate (its health-checked path to the capped cluster)
 ARM_SUFFIX = "-arm"  # the arm a weighted route picks: its primary cluster, then the baseline as failover
 LABELS = workload_labels("trn-specdec-endpoint")
+METRICS_PORT_NAME = "metrics"  # the container port the managed scraper keeps (stacks/constructs/managed_prometheus)
 ARM_METADATA = "trn-specdec"  # endpoint metadata namespace holding {"arm": <profile>}
 ROUTER = {
     "name": "envoy.filters.http.router",
@@ -418,7 +419,12 @@ class Endpoint(Construct):
                             k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(p), protocol="TCP")
                             for p in (e.port, METRICS_PORT)
                         ],
-                    )
+                    ),
+                    # The managed scraper's network interfaces are in the VPC, not pods: metrics port only.
+                    k8s.NetworkPolicyIngressRule(
+                        from_=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=config.network.vpc_cidr))],
+                        ports=[k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(METRICS_PORT), protocol="TCP")],
+                    ),
                 ],
             ),
         )
@@ -433,7 +439,7 @@ def envoy_container(config: DeploymentConfig) -> k8s.Container:
         args=["-c", f"{CONFIG_DIR}/envoy.yaml", "--concurrency", "2", "--log-level", "warning"],
         ports=[
             k8s.ContainerPort(name="http", container_port=config.endpoint.port),
-            k8s.ContainerPort(name="metrics", container_port=METRICS_PORT),
+            k8s.ContainerPort(name=METRICS_PORT_NAME, container_port=METRICS_PORT),
         ],
         security_context=non_root(),
         resources=k8s.ResourceRequirements(

@@ -46,7 +46,16 @@ DRA_DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 # Namespaces of Kubernetes itself and of the add-ons this cluster installs (amazon-cloudwatch: the CloudWatch
 # observability add-on; the Neuron DRA driver and the Mountpoint CSI driver live in kube-system).
 KEDA_NAMESPACE = "keda"  # where stacks/constructs/keda.py installs the autoscaler
-SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease", "amazon-cloudwatch", KEDA_NAMESPACE)
+GRAFANA_NAMESPACE = "grafana"  # where stacks/constructs/grafana.py installs the live dashboard's viewer
+SYSTEM_NAMESPACES = (
+    "default",
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "amazon-cloudwatch",
+    KEDA_NAMESPACE,
+    GRAFANA_NAMESPACE,
+)
 # CloudFormation refuses a template body over 1,000,000 bytes (CloudFormation quotas, "Template body size in an
 # S3 object"). Measured 2026-11-26 (aws-cdk-lib 2.275, template files as `cdk synth` writes them): the Workloads
 # template is 415 kB with the default two profiles and grows by 28.5 kB per profile (its Deployment with the metrics

@@ -162,6 +162,14 @@ class DraftSpeculation(_Strict):
         default=False,
         description="Set true only if you checked that draft and target tokenize identically.",
     )
+    tuned_acceptance_rate: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="vLLM's draft acceptance rate (accepted / proposed draft tokens, a fraction) this profile showed "
+        "when it was tuned: the server acceptance `bench run`/`bench sweep` report, in percent there. Set: an alert "
+        "fires when the live rate stays below it for 15 minutes (draft or traffic drift). Unset: no alert.",
+    )
 
     @field_validator("num_speculative_tokens")
     @classmethod

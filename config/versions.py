@@ -90,6 +90,7 @@ ADDONS: dict[str, dict[str, Pin]] = {
 KEDA = "keda"
 NEURON = "neuron"
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
+GRAFANA = "grafana"
 
 # Helm charts, the same for every supported Kubernetes version (each chart's own floor is below 1.34).
 CHARTS: dict[str, ChartPin] = {
@@ -115,6 +116,13 @@ CHARTS: dict[str, ChartPin] = {
         source="kubernetes/autoscaler@5a0b98e4 cluster-autoscaler/charts/cluster-autoscaler/Chart.yaml "
         "(tag cluster-autoscaler-chart-9.59.0, appVersion 1.35.0)",
     ),
+    # The chart moved from grafana/helm-charts on 2026-01-30 (that repository's charts/grafana/README.md).
+    GRAFANA: ChartPin(
+        repository="https://grafana-community.github.io/helm-charts",
+        chart="grafana",
+        version="12.11.1",
+        source="grafana-community/helm-charts@864f7794 charts/grafana/Chart.yaml (version 12.11.1, appVersion 13.2.0)",
+    ),
 }
 
 # The Cluster Autoscaler release per Kubernetes minor (one CA minor per Kubernetes minor: CA's README).
@@ -137,6 +145,17 @@ IMAGES: dict[str, Pin] = {
     BENCH: Pin(
         "public.ecr.aws/docker/library/python:3.11-slim-bookworm",
         "Docker Official Image python (ECR Public mirror); the bench Job pip-installs hash-pinned wheels into it",
+    ),
+}
+
+# Grafana plugins the viewer installs at start. SigV4 in the core Prometheus data source is deprecated and Grafana 13
+# migrates it to this plugin on start (grafana.com docs, "Migrate from Prometheus SigV4 to Amazon Managed Service for
+# Prometheus"); 3.x needs Grafana >= 12.2.5 (AWS CloudWatch user guide, "Grafana integration"). The chart passes
+# `plugins` to GF_PLUGINS_PREINSTALL_SYNC (charts/grafana/templates/_pod.tpl), id@version.
+GRAFANA_AMP_PLUGIN_ID = "grafana-amazonprometheus-datasource"
+PLUGINS: dict[str, Pin] = {
+    GRAFANA_AMP_PLUGIN_ID: Pin(
+        "3.3.5", "grafana.com plugin page of grafana-amazonprometheus-datasource (3.3.5 listed)"
     ),
 }
 

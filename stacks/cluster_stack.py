@@ -19,6 +19,7 @@ from config.schema import DeploymentConfig
 from config.versions import ADDONS
 from stacks.constructs.capacity_block_notice import CapacityBlockNotice
 from stacks.constructs.cluster_autoscaler import ClusterAutoscaler
+from stacks.constructs.grafana import Grafana
 from stacks.constructs.keda import Keda
 from stacks.constructs.managed_prometheus import ManagedPrometheus, serving_scrape_jobs
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
@@ -195,6 +196,16 @@ class ClusterStack(Stack):
         # Trn2 nodes follow the replicas KEDA asks for, between the group's floor and ceiling (docs/elastic-capacity.md).
         self.cluster_autoscaler = ClusterAutoscaler(self, "ClusterAutoscaler", cluster=self.cluster, config=config)
         self.cluster_autoscaler.chart.node.add_dependency(self.system_nodes, self.addons["eks-pod-identity-agent"])
+        # The viewer of the same series (docs/dashboard.md).
+        self.grafana = Grafana(
+            self,
+            "Grafana",
+            cluster=self.cluster,
+            config=config,
+            workspace_arn=self.metrics.workspace.attr_arn,
+            query_url=self.metrics.query_url,
+        )
+        self.grafana.chart.node.add_dependency(self.system_nodes, self.addons["eks-pod-identity-agent"])
         self._acknowledge_cdk_internals()
 
     def _acknowledge_cdk_internals(self) -> None:

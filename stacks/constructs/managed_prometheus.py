@@ -16,7 +16,11 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from charts.endpoint import LABELS as ENDPOINT_POD_LABELS
+from charts.endpoint import METRICS_PORT_NAME as ENDPOINT_METRICS_PORT_NAME
+from charts.live_dashboard import ENVOY_CLUSTER_LABEL, ENVOY_METRICS
 from charts.metrics_proxy import METRICS_PORT_NAME as METRICS_PROXY_PORT_NAME
+from config.endpoint import CAPPED_SUFFIX
 from config.labels import PROFILE as PROFILE_POD_LABEL
 from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, POD_LABEL, PROFILE_LABEL, SCRAPE_JOB, VLLM_METRIC_PREFIXES
@@ -100,6 +104,38 @@ def scheduler_scrape_job() -> dict[str, Any]:
     }
 
 
+ENDPOINT_JOB = "endpoint"
+ENDPOINT_METRICS_PATH = "/stats/prometheus"  # the only path the endpoint's metrics listener serves (charts/endpoint)
+
+
+def endpoint_scrape_job(*, namespace: str, profiles: list[str]) -> dict[str, Any]:
+    """The endpoint's Envoy on its metrics port, keeping only the cluster counters the dashboard and the spill alert
+    read, and only for the profiles' own and capped clusters (Envoy serves hundreds of series per pod otherwise)."""
+    keep_pods = [
+        {"source_labels": [_label(k)], "regex": v, "action": "keep"} for k, v in sorted(ENDPOINT_POD_LABELS.items())
+    ]
+    clusters = "(" + "|".join(profiles) + f")({CAPPED_SUFFIX})?"
+    return {
+        "job_name": ENDPOINT_JOB,
+        "metrics_path": ENDPOINT_METRICS_PATH,
+        "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]}}],
+        "relabel_configs": [
+            *keep_pods,
+            {
+                "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                "regex": ENDPOINT_METRICS_PORT_NAME,
+                "action": "keep",
+            },
+            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": NAMESPACE_LABEL},
+            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": POD_LABEL},
+        ],
+        "metric_relabel_configs": [
+            {"source_labels": ["__name__"], "regex": "|".join(ENVOY_METRICS), "action": "keep"},
+            {"source_labels": [ENVOY_CLUSTER_LABEL], "regex": clusters, "action": "keep"},
+        ],
+    }
+
+
 def serving_scrape_jobs(config: DeploymentConfig) -> list[dict[str, Any]]:
     """One vLLM job per serving stack in use (each stack says where its metrics are), then the scheduler's."""
     by_stack: dict[ServingStack, list[str]] = {}
@@ -118,6 +154,8 @@ def serving_scrape_jobs(config: DeploymentConfig) -> list[dict[str, Any]]:
                 port_name=METRICS_PROXY_PORT_NAME,
             )
         )
+    if config.endpoint.enabled:
+        jobs.append(endpoint_scrape_job(namespace=config.namespace, profiles=[p.name for p in config.profiles]))
     return [*jobs, scheduler_scrape_job()]
 
 

@@ -8,6 +8,10 @@ through the workspace's alert manager (stacks/constructs/managed_prometheus.py).
 - Per profile, a scale-up that brought no Ready replica: a pod whose /metrics has not answered for 2 x
   scaling.time_to_ready_seconds (vLLM serves /metrics once its engine is up; `up` is the scraper's own series).
 - Per profile, its queue above the scale-up threshold while it runs its maximum replicas, for 10 minutes.
+- Per spilling arm, more than SPILL_SHARE of its requests spilled to the baseline for 15 minutes: speculation is not
+  serving its sessions (the arm's threshold is below its load).
+- Per speculative profile with `decoding.tuned_acceptance_rate`, the live acceptance below it for 15 minutes.
+The last two read the queries the live dashboard shows (charts/live_dashboard.py).
 """
 
 from __future__ import annotations
@@ -20,11 +24,15 @@ from aws_cdk import aws_aps as aps
 from constructs import Construct
 
 from charts.autoscaling import selector, serving_replicas_query, waiting_query
+from charts.live_dashboard import acceptance_query, spill_share_query, spilling_arms
 from config.labels import PROFILE as PROFILE_POD_LABEL
 from config.scaling import max_replicas, waiting_threshold
-from config.schema import DeploymentConfig
+from config.schema import DeploymentConfig, DraftSpeculation
 
 SATURATED_FOR = "10m"
+DRIFT_FOR = "15m"
+# A quarter of an arm's requests going to the baseline for 15 minutes: its sessions are mostly not speculated.
+SPILL_SHARE = 0.25
 
 
 def pending_for(config: DeploymentConfig) -> str:
@@ -88,7 +96,47 @@ def alert_rules(config: DeploymentConfig) -> dict[str, Any]:
                 },
             }
         )
+    rules += drift_rules(config)
     return {"groups": [{"name": f"{config.name}-serving", "rules": rules}]}
+
+
+def drift_rules(config: DeploymentConfig) -> list[dict[str, Any]]:
+    """Spill above SPILL_SHARE per spilling arm; acceptance below the tuned rate per profile that states one."""
+    ns, baseline = config.namespace, config.baseline_profile.name
+    out: list[dict[str, Any]] = [
+        {
+            "alert": f"SpillAboveShare-{name}",
+            "expr": f"{spill_share_query(ns, name)} > {SPILL_SHARE}",
+            "for": DRIFT_FOR,
+            "labels": {"severity": "warning", "deployment": config.name, "profile": name},
+            "annotations": {
+                "summary": f"{name}: more than {SPILL_SHARE:.0%} of its requests spilled to {baseline} for {DRIFT_FOR}",
+                "description": "Speculation is not serving this arm's sessions: its load is above the spill threshold "
+                "(endpoint.spill_threshold or the sweep's crossover). Add replicas, lower its weight, or re-run "
+                "`make bench-sweep` if the traffic changed (docs/dashboard.md).",
+            },
+        }
+        for name in spilling_arms(config)
+    ]
+    for p in config.profiles:
+        d = p.decoding
+        if not isinstance(d, DraftSpeculation) or d.tuned_acceptance_rate is None or p.replicas == 0:
+            continue
+        out.append(
+            {
+                "alert": f"AcceptanceBelowTuned-{p.name}",
+                "expr": f"{acceptance_query(ns, p.name)} < {d.tuned_acceptance_rate}",
+                "for": DRIFT_FOR,
+                "labels": {"severity": "warning", "deployment": config.name, "profile": p.name},
+                "annotations": {
+                    "summary": f"{p.name}: draft acceptance below the tuned {d.tuned_acceptance_rate:.0%} for "
+                    f"{DRIFT_FOR}",
+                    "description": "The draft or the traffic drifted from what k was tuned on: re-run `bench tune` on "
+                    "a fresh benchmark and pick k again (docs/sweep.md).",
+                },
+            }
+        )
+    return out
 
 
 class ServingAlertRules(Construct):

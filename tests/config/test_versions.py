@@ -17,7 +17,7 @@ from charts.stage_job import render_stage_job
 from config import DeploymentConfig
 from config.catalogue import PLACEHOLDER_ACCOUNT
 from config.kubernetes import SUPPORTED_KUBERNETES_VERSIONS
-from config.versions import ADDONS, CHARTS, CLUSTER_AUTOSCALER_REPOSITORY, IMAGES, for_kubernetes
+from config.versions import ADDONS, CHARTS, CLUSTER_AUTOSCALER_REPOSITORY, IMAGES, PLUGINS, for_kubernetes
 from serving_stacks import stack_serving
 
 # What EKS add-on versions look like (Renovate's aws-eks-addon versioning: ^v?\d+\.\d+\.\d+-eksbuild\.\d+$).
@@ -71,6 +71,17 @@ def test_the_cluster_autoscaler_image_is_the_maps_for_the_clusters_kubernetes_mi
     ]
     image = for_kubernetes(synth.config.kubernetes_version).cluster_autoscaler_image
     assert values["image"] == {"repository": CLUSTER_AUTOSCALER_REPOSITORY, "tag": image.version}
+
+
+def test_every_grafana_plugin_in_the_template_comes_from_the_map(synth):
+    charts = synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()
+    (values,) = [r["Properties"]["Values"] for r in charts if r["Properties"]["Chart"] == "grafana"]
+    # The values carry tokens (the workspace URL), so CloudFormation joins them: read the literal parts.
+    text = (
+        values if isinstance(values, str) else "".join(p if isinstance(p, str) else "0" for p in values["Fn::Join"][1])
+    )
+    (plugins,) = re.findall(r'"plugins":(\[[^\]]*\])', text)
+    assert json.loads(plugins) == [f"{name}@{pin.version}" for name, pin in PLUGINS.items()]
 
 
 def _images(node: Any) -> Iterator[str]:

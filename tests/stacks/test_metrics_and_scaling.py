@@ -74,12 +74,39 @@ def test_the_scraper_scrapes_every_rendered_vllm_pod_through_its_metrics_sidecar
 
 def test_the_scraper_keeps_only_vllm_series_and_the_schedulers_pending_pods(synth):
     jobs = {j["job_name"]: j for j in scrape_config(synth)["scrape_configs"]}
-    assert set(jobs) == {"vllm", "kube-scheduler"}
+    assert set(jobs) == {"vllm", "endpoint", "kube-scheduler"}
     (name_filter,) = jobs["vllm"]["metric_relabel_configs"]
     assert re.fullmatch(name_filter["regex"], "vllm:num_requests_waiting")
     assert not re.fullmatch(name_filter["regex"], "python_gc_objects_collected_total")
     (pending,) = jobs["kube-scheduler"]["metric_relabel_configs"]
     assert pending["regex"] == "scheduler_pending_pods"
+
+
+def test_the_scrapers_blob_is_the_configuration_the_dashboard_tests_read(synth):
+    """tests/charts/test_live_dashboard.py computes the kept series from scrape_configuration(serving_scrape_jobs);
+    the template carries exactly that."""
+    from stacks.constructs.managed_prometheus import scrape_configuration, serving_scrape_jobs
+
+    assert scrape_config(synth) == yaml.safe_load(scrape_configuration(serving_scrape_jobs(synth.config)))
+
+
+def test_the_scraper_reads_the_rendered_endpoint_pod_on_its_metrics_port_only(synth):
+    """The endpoint job finds the router's pod (and no vLLM pod) on the port whose listener serves only
+    /stats/prometheus; the endpoint's NetworkPolicy admits the VPC, where the scraper's interfaces are, to that port."""
+    (job,) = [j for j in scrape_config(synth)["scrape_configs"] if j["job_name"] == "endpoint"]
+    objects = render_serving(synth.config, "bucket")
+    ns = synth.config.namespace
+    pods = {o["metadata"]["name"]: o["spec"]["template"] for o in objects if o["kind"] == "Deployment"}
+    assert [n for n, pod in pods.items() if kept(job, meta_labels(pod, ns, "metrics"))] == ["endpoint"]
+    assert not kept(job, meta_labels(pods["endpoint"], ns, "http"))
+    assert job["metrics_path"] == "/stats/prometheus"
+    (policy,) = [
+        o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "endpoint-from-namespace"
+    ]
+    from_vpc = [
+        r for r in policy["spec"]["ingress"] if r["from"] == [{"ipBlock": {"cidr": synth.config.network.vpc_cidr}}]
+    ]
+    assert [p["port"] for r in from_vpc for p in r["ports"]] == [9902]
 
 
 # AMP user guide, "Using an AWS managed collector" > Scraper configuration

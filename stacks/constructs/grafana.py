@@ -1,0 +1,167 @@
+"""The live dashboard's viewer: Grafana from its community Helm chart at a pinned version, on the system nodes, with
+the managed Prometheus workspace (SigV4 through a Pod Identity role that may only read it) and the benchmark's
+CloudWatch namespace as data sources, and the dashboard charts/live_dashboard.py builds, provisioned read-only.
+
+Reached with `kubectl port-forward` like the endpoint (ClusterIP, no login page: anonymous viewers only, because only
+someone who may port-forward in the cluster can reach it). Why this viewer and what it costs: docs/dashboard.md.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from charts.live_dashboard import (
+    CLOUDWATCH_TYPE,
+    CLOUDWATCH_UID,
+    PROMETHEUS_TYPE,
+    PROMETHEUS_UID,
+    live_dashboard,
+)
+from config.catalogue import GRAFANA_NAMESPACE, NODE_ROLE_LABEL
+from config.schema import DeploymentConfig
+from config.versions import CHARTS, GRAFANA, GRAFANA_AMP_PLUGIN_ID, PLUGINS
+from stacks.constructs.pod_identity_role import PodIdentityRole
+from stacks.nag import acknowledge
+
+# The chart comes from the version map (config/versions.py: grafana-community/helm-charts grafana 12.11.1, Grafana
+# 13.2.0, at 864f7794); the values below are checked against that commit's values.yaml
+# (tests/charts/fixtures/grafana_12_11_1.json).
+GRAFANA_CHART = CHARTS[GRAFANA]
+AMP_PLUGIN = (
+    f"{GRAFANA_AMP_PLUGIN_ID}@{PLUGINS[GRAFANA_AMP_PLUGIN_ID].version}"  # id@version, as the chart's `plugins` takes it
+)
+
+GRAFANA_RELEASE = "grafana"
+GRAFANA_SERVICE_ACCOUNT = "grafana"
+DASHBOARD_FOLDER = "trn-specdec"
+# What the AMP data source calls (AMP user guide, "Set up Grafana open source ... for use with Amazon Managed Service
+# for Prometheus": aps:QueryMetrics, aps:GetMetricMetadata, aps:GetSeries, aps:GetLabels), on this workspace only.
+QUERY_ACTIONS = ("aps:QueryMetrics", "aps:GetMetricMetadata", "aps:GetSeries", "aps:GetLabels")
+# What Grafana's CloudWatch data source needs to read metrics (grafana.com docs, CloudWatch data source, "IAM
+# policies"): these three take no resource-level permissions (Service Authorization Reference, CloudWatch).
+CLOUDWATCH_ACTIONS = ("cloudwatch:GetMetricData", "cloudwatch:ListMetrics", "cloudwatch:DescribeAlarmsForMetric")
+PORT_FORWARD = f"kubectl -n {GRAFANA_NAMESPACE} port-forward svc/{GRAFANA_RELEASE} 3000:80"
+
+
+def datasources(query_url: str, region: str) -> dict[str, Any]:
+    """Grafana's provisioning file for the two data sources, with the uids the dashboard's panels name."""
+    return {
+        "apiVersion": 1,
+        "datasources": [
+            {
+                "name": "Managed Prometheus",
+                "uid": PROMETHEUS_UID,
+                "type": PROMETHEUS_TYPE,
+                "access": "proxy",
+                "url": query_url,
+                "isDefault": True,
+                "editable": False,
+                # "AWS SDK Default": the SDK's chain finds the Pod Identity credentials.
+                "jsonData": {
+                    "httpMethod": "POST",
+                    "sigV4Auth": True,
+                    "sigV4AuthType": "default",
+                    "sigV4Region": region,
+                },
+            },
+            {
+                "name": "CloudWatch",
+                "uid": CLOUDWATCH_UID,
+                "type": CLOUDWATCH_TYPE,
+                "access": "proxy",
+                "editable": False,
+                "jsonData": {"authType": "default", "defaultRegion": region},
+            },
+        ],
+    }
+
+
+def grafana_values(config: DeploymentConfig, query_url: str, region: str) -> dict[str, Any]:
+    """The chart's values: one replica on the system nodes, no disk (everything it shows is provisioned)."""
+    dashboard = live_dashboard(config)
+    return {
+        "nodeSelector": {NODE_ROLE_LABEL: "system"},
+        "serviceAccount": {"create": True, "name": GRAFANA_SERVICE_ACCOUNT},
+        "persistence": {"enabled": False},
+        "plugins": [AMP_PLUGIN],
+        "grafana.ini": {
+            "analytics": {"check_for_updates": False, "reporting_enabled": False},
+            "auth.anonymous": {"enabled": True, "org_role": "Viewer"},
+            # Only the SDK's default chain (Pod Identity): no keys can be typed into a data source.
+            "aws": {"allowed_auth_providers": "default"},
+        },
+        "datasources": {"datasources.yaml": datasources(query_url, region)},
+        "dashboardProviders": {
+            "dashboardproviders.yaml": {
+                "apiVersion": 1,
+                "providers": [
+                    {
+                        "name": DASHBOARD_FOLDER,
+                        "orgId": 1,
+                        "folder": DASHBOARD_FOLDER,
+                        "type": "file",
+                        "disableDeletion": True,
+                        "editable": False,
+                        "options": {"path": f"/var/lib/grafana/dashboards/{DASHBOARD_FOLDER}"},
+                    }
+                ],
+            }
+        },
+        "dashboards": {DASHBOARD_FOLDER: {"serving": {"json": json.dumps(dashboard, sort_keys=True)}}},
+    }
+
+
+class Grafana(Construct):
+    """Grafana's chart, after the Pod Identity association its server signs with (credentials are injected when
+    the pod is created)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.ICluster,
+        config: DeploymentConfig,
+        workspace_arn: str,
+        query_url: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.identity = PodIdentityRole(
+            self,
+            "Identity",
+            cluster=cluster,
+            namespace=GRAFANA_NAMESPACE,
+            service_account=GRAFANA_SERVICE_ACCOUNT,
+            description="Grafana: read the serving metrics workspace and CloudWatch metrics, nothing else",
+        )
+        self.identity.role.add_to_policy(iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[workspace_arn]))
+        self.identity.role.add_to_policy(iam.PolicyStatement(actions=list(CLOUDWATCH_ACTIONS), resources=["*"]))
+        acknowledge(
+            self.identity.role,
+            "IAM5",
+            "CloudWatch's GetMetricData, ListMetrics and DescribeAlarmsForMetric support no resource-level "
+            "permissions (Service Authorization Reference, Amazon CloudWatch); the role reads metrics, writes none.",
+            ("[Resource::*]",),
+        )
+        self.values = grafana_values(config, query_url, Stack.of(self).region)
+        self.chart = eks.HelmChart(
+            self,
+            "Chart",
+            cluster=cluster,
+            chart=GRAFANA_CHART.chart,
+            repository=GRAFANA_CHART.repository,
+            version=GRAFANA_CHART.version,
+            release=GRAFANA_RELEASE,
+            namespace=GRAFANA_NAMESPACE,
+            create_namespace=True,
+            values=self.values,
+            wait=True,
+            timeout=Duration.minutes(10),
+        )
+        self.chart.node.add_dependency(self.identity.association)
