@@ -28,7 +28,7 @@ from constructs import Construct
 from charts.pod_security import non_root
 from config.catalogue import NODE_ROLE_LABEL
 from config.endpoint import ADMIN_PORT, ARM_HEADER, CAPPED_SUFFIX, GATE_PORT, METRICS_PORT, OVERRIDE_HEADER
-from config.labels import workload_labels
+from config.labels import INSTANCE, VLLM_POD_LABELS, workload_labels
 from config.schema import DeploymentConfig
 from config.versions import ENVOY, IMAGES
 
@@ -474,9 +474,6 @@ class Endpoint(Construct):
             metadata=k8s.ObjectMeta(name=NAME, labels=LABELS),
             spec=k8s.ServiceSpec(type="ClusterIP", selector=LABELS, ports=ports),
         )
-        # charts.vllm_service owns the pods' selector; it imports this module (metrics_proxy reads ENVOY_IMAGE).
-        from charts.vllm_service import selector
-
         # Per spilling arm, its Ready pods by DNS (clusterIP None; not-ready pods are left out by default): what the
         # capped cluster counts replicas from. The arm's ClusterIP Service stays for everything else.
         self.replica_services = [
@@ -486,7 +483,9 @@ class Endpoint(Construct):
                 metadata=k8s.ObjectMeta(name=name + REPLICAS_SUFFIX, labels=LABELS),
                 spec=k8s.ServiceSpec(
                     cluster_ip="None",
-                    selector=selector(config.profile(name)),
+                    # The vLLM Deployment's selector (charts/vllm_service.py, which imports this module through
+                    # metrics_proxy, so it is spelled from the same labels here; a test compares the rendered two).
+                    selector={**VLLM_POD_LABELS, INSTANCE: name},
                     ports=[k8s.ServicePort(name="http", port=config.profile(name).port)],
                 ),
             )
