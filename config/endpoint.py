@@ -10,8 +10,10 @@ OVERRIDE_HEADER = "x-trn-specdec-variant"  # `<profile>`: this request goes to t
 ARM_HEADER = "x-trn-specdec-arm"  # on every proxied response: the profile that served it
 STICKY_HEADER = "x-session-id"  # default session header: one value always lands on the same arm
 # Envoy's Prometheus counters of requests the capped cluster of a speculative arm refused, which then went to the
-# baseline: their sum, labelled envoy_cluster_name="<profile>-capped", is how much spilled. Refused while running
-# (active) or while waiting for a new upstream connection (pending): both are the arm being full.
+# baseline: their sum, labelled envoy_cluster_name="<profile>-capped", is how much spilled. With the cap per replica
+# (per-host connections, charts/endpoint.py) a refusal is a pending overflow: every replica full and the one waiting
+# place taken, or a burst arriving while a connection opens. Active overflow cannot happen with the limits rendered
+# now (the cluster-wide max_requests is a million) and stays in the sum so that such a limit would be counted too.
 SPILL_METRICS = ("envoy_cluster_upstream_rq_active_overflow", "envoy_cluster_upstream_rq_pending_overflow")
 CAPPED_SUFFIX = "-capped"
 
@@ -19,7 +21,8 @@ CAPPED_SUFFIX = "-capped"
 ADMIN_PORT = 9901  # 127.0.0.1 only: the admin API can stop Envoy
 METRICS_PORT = 9902  # /stats/prometheus only, proxied to the admin API
 GATE_PORT = 9910  # 127.0.0.1, GATE_PORT + i for the i-th spilling arm: the hop whose circuit breaker is the threshold
-# Envoy's circuit-breaker thresholds are google.protobuf.UInt32Value (envoyproxy/envoy@01c2c1fa
-# api/envoy/config/cluster/v3/circuit_breaker.proto, CircuitBreakers.Thresholds.max_requests): a larger spill
+# Envoy's circuit-breaker thresholds (the per-host max_connections the spill threshold becomes) are
+# google.protobuf.UInt32Value (envoyproxy/envoy@01c2c1fa
+# api/envoy/config/cluster/v3/circuit_breaker.proto, CircuitBreakers.Thresholds.max_connections): a larger spill
 # threshold renders a bootstrap Envoy refuses.
 ENVOY_THRESHOLD_MAX = 2**32 - 1

