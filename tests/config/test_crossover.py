@@ -120,3 +120,15 @@ def test_a_threshold_above_envoys_uint32_limit_is_refused(tmp_path: Path) -> Non
     (problem,) = load_with(path)
     assert "spill threshold of 4294967296" in problem and "limit of 4294967295" in problem
     assert "endpoint.spill_threshold.speculative" in problem
+
+
+def test_the_envoy_limit_applies_per_replica_not_to_the_sum(tmp_path: Path) -> None:
+    """Each Ready replica is its own Envoy host with the per-replica threshold (charts/endpoint.py), so the limit
+    bounds that value alone: 2^32 - 1 with two replicas renders."""
+    path = tmp_path / "crossover.json"
+    path.write_text(json.dumps(crossover_data(last_paying=2**32 - 1, crossover=2**32)))
+    data = default_config_dict()
+    data["endpoint"] = {"weights": {"baseline": 50, "speculative": 50}, "crossover_file": str(path)}
+    data["scaling"] = {"enabled": False}
+    data["profiles"][1]["replicas"] = 2
+    assert parse_config(data).crossover_paying_per_replica["speculative"] == 2**32 - 1
