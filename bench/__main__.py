@@ -30,7 +30,7 @@ from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from bench.runner import Hardware
-    from bench.sweep_analysis import Slo
+    from bench.sweep.analysis import Slo
     from config.schema import BenchConfig
 
 LOSSLESS_REQUESTS = 8  # per test case and stop mode in --lossless: distinct prompts, batch size 1
@@ -469,8 +469,8 @@ def content_type(path: Path) -> str:
 
 def upload(path: Path, url: str, region: str | None) -> str:
     """Copy a results file to s3://bucket/key, where the in-cluster Job keeps every run: one PutObject through a
-    bounded client (config/aws.py), so a silent endpoint fails within aws.SILENT_BOUND_S, each attempt shown."""
-    from config import aws
+    bounded client (cloud/aws.py), so a silent endpoint fails within aws.SILENT_BOUND_S, each attempt shown."""
+    from cloud import aws
 
     bucket, _, key = url.removeprefix("s3://").partition("/")
     if not url.startswith("s3://") or not bucket or not key:
@@ -538,7 +538,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _predict_crossover(args: argparse.Namespace, results: object, cfg: object | None) -> int:
-    from bench.sweep import concurrency_grid
+    from bench.sweep.run import concurrency_grid
     from bench.tune import format_predictions, predict_crossovers
 
     try:
@@ -571,7 +571,7 @@ def _bench_config(cfg: object | None) -> BenchConfig:
 
 def _sweep_policy(cfg: object | None) -> tuple[float, Slo]:
     """(speedup floor, SLO) from the config's bench section, else its defaults."""
-    from bench.sweep_analysis import Slo
+    from bench.sweep.analysis import Slo
 
     bench = _bench_config(cfg)
     return bench.sweep.speedup_floor, Slo(bench.slo.ttft_p99_ms / 1000, bench.slo.tpot_p99_ms / 1000)
@@ -596,7 +596,7 @@ def _sweep_cases(suite: list, names: str | None) -> list:
 def _sweep(args: argparse.Namespace) -> int:
     from bench.prompts import SuiteError, load_suite
     from bench.runner import RunOptions, parse_endpoint
-    from bench.sweep import SweepSettings, concurrency_grid, load_sweep, run_sweep, save_sweep
+    from bench.sweep.run import SweepSettings, concurrency_grid, load_sweep, run_sweep, save_sweep
 
     cfg = _config(args.config)
     try:
@@ -665,7 +665,7 @@ def _sweep(args: argparse.Namespace) -> int:
     options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
     try:
         if settings.grid == "adaptive":
-            from bench.adaptive import run_adaptive_sweep
+            from bench.sweep.adaptive import run_adaptive_sweep
 
             sweep = asyncio.run(
                 run_adaptive_sweep(
@@ -717,7 +717,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep_outputs(sweep: object, source: Path, folder: Path, cfg: object | None, args: argparse.Namespace) -> int:
-    from bench.sweep_report import crossover_file, sweep_series, write_sweep_report
+    from bench.sweep.report import crossover_file, sweep_series, write_sweep_report
 
     floor, slo = _sweep_policy(cfg)
     paths = write_sweep_report(sweep, folder, floor, slo, plots=not args.no_plots)  # type: ignore[arg-type]
@@ -773,7 +773,7 @@ def upload_sweep(source: Path, paths: list[Path], prefix_url: str, region: str |
 
 
 def _sweep_report(args: argparse.Namespace) -> int:
-    from bench.sweep import load_sweep
+    from bench.sweep.run import load_sweep
 
     source = Path(args.sweep)
     sweep = load_sweep(source)

@@ -40,7 +40,7 @@ def client(service: str, region: str | None, *, stream: TextIO | None = None, **
     import boto3
 
     if service == "s3":
-        raise ValueError("S3 clients come from config.aws.s3_client, which names the bucket owner on every call")
+        raise ValueError("S3 clients come from cloud.aws.s3_client, which names the bucket owner on every call")
     made = boto3.client(service, region_name=region, config=bounded_config(**extra))
     announce_retries(made, stream)
     return made

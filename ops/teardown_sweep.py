@@ -9,7 +9,7 @@ the live cluster's own unused security groups and ENIs carry the same tags; `--f
 overrides that. Log groups that EKS and Container Insights create are listed, not deleted (they carry
 no tag of ours).
 
-    python -m ops.sweep [--config config/default.yaml] [--dry-run] [--force --reason TEXT]
+    python -m ops.teardown_sweep [--config config/default.yaml] [--dry-run] [--force --reason TEXT]
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from config import ConfigError, DeploymentConfig, aws, load_config
+from cloud import aws
+from config import ConfigError, DeploymentConfig, load_config
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from config.tags import DEPLOYMENT_TAG_KEY
 
@@ -232,7 +233,7 @@ def live_stacks(session: boto3.session.Session, names: Iterable[str]) -> list[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ops.sweep", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ops.teardown_sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default=None, help="deployment config file (default: config/default.yaml)")
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
     parser.add_argument("--force", action="store_true", help="run even though this deployment's stacks exist")

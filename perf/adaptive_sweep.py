@@ -2,17 +2,17 @@
 adaptive sweep's, their `uncertain` flags, and the ratio of requests; then the trn2 hours of `make bench-sweep`
 with the default config, full grid against adaptive.
 
-    .venv/bin/python benchmarks/adaptive_sweep.py [--seeds 3] [--tokens 256] [--max-num-seqs 256]
+    .venv/bin/python perf/adaptive_sweep.py [--seeds 3] [--tokens 256] [--max-num-seqs 256]
         [--drift 0.01] [--jitter 0.03]
 
-Part 1 simulates the measurements (bench/sweep_sim.py) from tests/bench/fixtures/step-times-h100-qwen3-32b.json:
+Part 1 simulates the measurements (bench/sweep/sim.py) from tests/bench/fixtures/step-times-h100-qwen3-32b.json:
 per-request TPOTs from the step time at the batch, the acceptance model and timing noise, seeded per (load,
 repeat) so both sweeps see the same samples. The full grid's requests include its 2x and 4x max_num_seqs points.
 
 Part 2 prices the default sweep (docs/sweep.md "How long and what it costs"): a request takes 256 tokens x 45 ms
 (the blog's baseline ITL on trn2) = 11.5 s; a closed-loop point of N requests at concurrency c takes
 N / min(c, max_num_seqs) x 11.5 s, a rate point N / rate; the rates are the default fractions of
-max_num_seqs / 11.5 s. The adaptive sweep's loads come from bench/adaptive.py's Planner on two assumed
+max_num_seqs / 11.5 s. The adaptive sweep's loads come from bench/sweep/adaptive.py's Planner on two assumed
 outcomes: speculation pays at every load (the blog: 1.7x at max_num_seqs 4), or it stops paying at concurrency 2.
 Speculative runs are counted as long as the baseline's (an upper bound). Numbers, not asserts.
 """
@@ -26,11 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.adaptive import Measurement, Planner  # noqa: E402
-from bench.step_table import StepTable  # noqa: E402
-from bench.sweep import RATE_FRACTIONS, concurrency_grid  # noqa: E402
-from bench.sweep_analysis import Observation  # noqa: E402
-from bench.sweep_sim import SimulatedPair, adaptive, full_grid  # noqa: E402
+from bench.standin.step_table import StepTable  # noqa: E402
+from bench.sweep.adaptive import Measurement, Planner  # noqa: E402
+from bench.sweep.analysis import Observation  # noqa: E402
+from bench.sweep.run import RATE_FRACTIONS, concurrency_grid  # noqa: E402
+from bench.sweep.sim import SimulatedPair, adaptive, full_grid  # noqa: E402
 
 TABLE = ROOT / "tests" / "bench" / "fixtures" / "step-times-h100-qwen3-32b.json"
 FLOOR = 1.05

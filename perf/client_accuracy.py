@@ -1,8 +1,8 @@
 """Per-request accuracy of bench's streaming client against a loopback server's actual write times.
 
-    .venv/bin/python benchmarks/client_accuracy.py [--streams 1,16,64] [--tokens 600] [--step-ms 10] [--ttft-ms 80]
+    .venv/bin/python perf/client_accuracy.py [--streams 1,16,64] [--tokens 600] [--step-ms 10] [--ttft-ms 80]
 
-For each stream count, two loads against `python -m bench.loopback_server` (its own process):
+For each stream count, two loads against `python -m bench.standin.server` (its own process):
   - burst-end: every stream starts at once with the same length, so all of them finish in the same instant
     (what fixed-length requests on one vLLM batch produce);
   - poisson: the same number of requests at Poisson arrivals spread over one request's duration.
@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.client import LoadResult, Target, make_session, run_load  # noqa: E402
-from bench.loopback_server import Script  # noqa: E402
 from bench.results import RequestRecord, percentile  # noqa: E402
-from bench.selfcheck import loopback_server, server_log  # noqa: E402
+from bench.standin.selfcheck import loopback_server, server_log  # noqa: E402
+from bench.standin.server import Script  # noqa: E402
 
 METRICS = ("ttft", "tpot", "e2e", "itl_p50")
 COLUMNS = (*METRICS, "ttft_ms")

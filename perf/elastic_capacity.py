@@ -2,7 +2,7 @@
 rendered ScaledObjects and the Cluster Autoscaler node model (tests/charts/capacity_replay.py), static ceiling vs
 elastic. Prints node-hours, USD per 1M output tokens and the queue time users see during each scale-up.
 
-    .venv/bin/python benchmarks/elastic_capacity.py [--price 40] [--tokens-per-second 22] [--peak 8]
+    .venv/bin/python perf/elastic_capacity.py [--price 40] [--tokens-per-second 22] [--peak 8]
 
 Inputs are stated, not measured here: --price is a round placeholder (set your region's rate), --tokens-per-second
 per running sequence follows the blog's ~45 ms ITL on open-ended prompts, a request is 600 output tokens (the

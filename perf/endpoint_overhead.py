@@ -1,8 +1,8 @@
 """What the endpoint's router adds to TTFT on loopback: the pinned Envoy (charts/endpoint.py) vs. the stand-in direct.
 
-    .venv/bin/python benchmarks/endpoint_overhead.py [--streams 64] [--requests 192] [--trials 6] [--router-cpu 1]
+    .venv/bin/python perf/endpoint_overhead.py [--streams 64] [--requests 192] [--trials 6] [--router-cpu 1]
 
-Two loopback stand-ins (`python -m bench.loopback_server`, own processes, 50 ms TTFT, 10 ms steps) and Envoy on the
+Two loopback stand-ins (`python -m bench.standin.server`, own processes, 50 ms TTFT, 10 ms steps) and Envoy on the
 rendered bootstrap (2 worker threads, as in the cluster). Two router paths: a plain arm (weights all on the
 baseline) and a spilling arm (weights all on the speculative profile, a threshold no load reaches: the extra
 loopback hop through its capped gate). Each trial runs, back to back at --streams concurrent streams with bench's
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.client import Target, run_load  # noqa: E402
 from bench.results import percentile  # noqa: E402
-from bench.selfcheck import server_log  # noqa: E402
+from bench.standin.selfcheck import server_log  # noqa: E402
 from charts.endpoint import Upstream  # noqa: E402
 from config import parse_config  # noqa: E402
 from tests.conftest import default_config_dict  # noqa: E402

@@ -1,6 +1,6 @@
 """Does spilling help? Mean TPOT through the endpoint with spill on and off, below and above the crossover.
 
-    .venv/bin/python benchmarks/endpoint_spill.py [--below 4] [--above 16] [--requests-per-stream 3]
+    .venv/bin/python perf/endpoint_spill.py [--below 4] [--above 16] [--requests-per-stream 3]
 
 Loopback stand-ins whose step grows with the requests in flight (`--step-per-seq-ms`), shaped like speculation
 under load: the speculative one emits 3 tokens per step of 20 ms + 12 ms per other request, the baseline 1 token

@@ -1,7 +1,7 @@
 """Wall time of `python -m ops.preflight` against an AWS endpoint that accepts connections and never answers, with the
 shipped timeouts (5 s connect, 15 s read, 3 attempts) and the shipped 30 s deadline; and without credentials.
 
-    .venv/bin/python benchmarks/preflight_silent.py
+    .venv/bin/python perf/preflight_silent.py
 
 Prints each run's seconds, exit code and first line. The target: both end with a sentence within 30 s.
 """

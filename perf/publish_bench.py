@@ -1,7 +1,7 @@
 """Publish benchmark: `python -m model_build publish` vs `aws s3 sync`, each timed as a whole process, on a 2 GiB
 model-like tree against moto on loopback.
 
-    .venv/bin/python benchmarks/publish_bench.py [--aws /tmp/bench-venv/bin/aws] [--trials 7] [--keep]
+    .venv/bin/python perf/publish_bench.py [--aws /tmp/bench-venv/bin/aws] [--trials 7] [--keep]
 
 Generates /tmp/publish-bench/tree (4 x 448 MiB "sharded weights", 256 x 1 MiB files, a few KB of JSON) and, per
 trial and per tool, starts a fresh moto server (ThreadedMotoServer in its own process on 127.0.0.1), then times:

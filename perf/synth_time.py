@@ -1,6 +1,6 @@
 """Median wall time of `make synth`'s CDK step against a minimal one-cluster aws_eks_v2 app.
 
-    .venv/bin/python benchmarks/synth_time.py [--runs 5]
+    .venv/bin/python perf/synth_time.py [--runs 5]
 
 Both go through the pinned CDK CLI (`npx cdk synth --quiet`) into throw-away output folders, after
 set-up, so the numbers compare the app code only. Prints the medians and their ratio (target <= 1.3).
@@ -41,7 +41,7 @@ def main() -> None:
     args = parser.parse_args()
     py = sys.executable
     ours = time_synth(f"{py} app.py", args.runs)
-    minimal = time_synth(f"{py} benchmarks/minimal_eks_app.py", args.runs)
+    minimal = time_synth(f"{py} perf/minimal_eks_app.py", args.runs)
     m_ours, m_min = statistics.median(ours), statistics.median(minimal)
     print(f"trn-specdec app   median {m_ours:6.2f} s  runs {[round(t, 2) for t in ours]}")
     print(f"minimal EKS app   median {m_min:6.2f} s  runs {[round(t, 2) for t in minimal]}")

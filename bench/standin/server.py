@@ -2,7 +2,7 @@
 
 Why: the client's TTFT, TPOT and token-weighted ITL must be checked against truth, including chunks that carry
 several tokens as speculative decoding produces, and a real vLLM needs accelerators. Tests and
-`python -m bench.selfcheck` start it with `python -m bench.loopback_server`; it prints `LISTENING <url>` and
+`python -m bench.standin.selfcheck` start it with `python -m bench.standin.server`; it prints `LISTENING <url>` and
 stops by itself after --lifetime-s.
 
 Chunk i of a response is sent at request arrival + ttft + i * step (absolute schedule, so lateness does not
@@ -10,7 +10,7 @@ accumulate); chunk sizes cycle through --pattern. Chunks after the first count a
 k drafted and (size - 1) accepted tokens in the V1 counters at /metrics.
 
 Load: a step takes either the linear model (--step-ms + --step-per-seq-ms x running) or, with a step-time curve
-(--step-table FILE --table-k K, or --step-curve), the measured time at the running batch (bench/step_table.py),
+(--step-table FILE --table-k K, or --step-curve), the measured time at the running batch (bench/standin/step_table.py),
 so a sweep over two stand-ins sees a memory-bound floor and then a compute-bound slope, as on an accelerator.
 """
 
@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from bench.step_table import Curve, StepTable, StepTableError, step_at
+from bench.standin.step_table import Curve, StepTable, StepTableError, step_at
 
 Usage = Literal["auto", "final", "none"]
 # Misbehaviour after the second chunk: `data: null`, a line that is not JSON, or closing without [DONE].
@@ -55,7 +55,7 @@ class Script:
     # running then); at most max_num_seqs run at once, the rest wait in arrival order (0: no limit).
     step_per_seq_s: float = 0.0
     max_num_seqs: int = 0
-    # A measured model of load instead of the linear one: step seconds per batch (bench/step_table.py).
+    # A measured model of load instead of the linear one: step seconds per batch (bench/standin/step_table.py).
     step_curve: Curve = ()
 
     def step_at(self, running: int) -> float:
@@ -290,7 +290,7 @@ def _exposition(script: Script, state: _State) -> str:
 
 
 def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
-    p = argparse.ArgumentParser(prog="python -m bench.loopback_server", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench.standin.server", description=__doc__.splitlines()[0])
     p.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on stdout)")
     p.add_argument("--ttft-ms", type=float, default=200.0)
     p.add_argument("--step-ms", type=float, default=40.0, help="time between chunks")
@@ -312,7 +312,7 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
     p.add_argument("--step-per-seq-ms", type=float, default=0.0, help="step time added per running request")
     p.add_argument("--max-num-seqs", type=int, default=0, help="requests running at once, the rest queue (0: no limit)")
     p.add_argument(
-        "--step-table", help="measured step times (bench/step_table.py format): the step at the running batch"
+        "--step-table", help="measured step times (bench/standin/step_table.py format): the step at the running batch"
     )
     p.add_argument("--table-k", type=int, default=0, help="with --step-table: 0 the target alone, else k drafted")
     p.add_argument("--time-scale", type=float, default=1.0, help="with --step-table: multiply every step time")

@@ -14,13 +14,13 @@ above it the batch is full and TPOT is that of max_num_seqs):
 2. Bisection between the last paying and the first not-paying load, at the load whose predicted speedup is
    nearest the floor (the middle one without a model), until they are neighbours in the grid.
 3. Only the two loads that bracket the crossover are repeated (up to `repeats`), until their speedup's interval
-   clears the floor on one side: with one repeat a per-request bootstrap interval (bench/sweep_analysis.py
+   clears the floor on one side: with one repeat a per-request bootstrap interval (bench/sweep/analysis.py
    observe), with more the range of the repeats (what crossover.json's `uncertain` reads). A bootstrap sees only
    request-to-request noise, so a bracketing load gets a second repeat, and a third while its median lies within
    DRIFT_Z run-to-run drifts (pooled over the repeated loads) of the floor.
 4. `budget_minutes` caps the wall time: a step that would pass it is not started, and the report says what is
    left undecided.
-The crossover is then computed from the sweep file as for the full grid (bench/sweep_analysis.py crossovers), so
+The crossover is then computed from the sweep file as for the full grid (bench/sweep/analysis.py crossovers), so
 crossover.json keeps its schema; a grid load that was not measured is absent from its `grid`.
 """
 
@@ -37,7 +37,8 @@ from datetime import UTC, datetime
 
 from bench.prompts import TestCase
 from bench.runner import Endpoint, Hardware, RunOptions, run_benchmark
-from bench.sweep import (
+from bench.sweep.analysis import Observation, first_below, repeat_observations, straddles
+from bench.sweep.run import (
     AdaptiveLog,
     LoadKind,
     LoadPoint,
@@ -48,7 +49,6 @@ from bench.sweep import (
     derived_rates,
     point_settings,
 )
-from bench.sweep_analysis import Observation, first_below, repeat_observations, straddles
 
 Series = tuple[str, str]  # (speculative variant, prompt kind)
 COARSE_STEP = 2  # grid loads per coarse step: x4 on the doubling concurrency grid
@@ -85,7 +85,7 @@ class Action:
 @dataclass
 class Planner:
     """Decides the next (load, repeat) of one load kind from what is measured so far. Pure: the async driver
-    (run_adaptive_sweep) and the simulations (bench/sweep_sim.py) feed it measurements."""
+    (run_adaptive_sweep) and the simulations (bench/sweep/sim.py) feed it measurements."""
 
     candidates: list[float]
     floor: float
@@ -235,7 +235,7 @@ class Planner:
         raise AssertionError("unreachable: the loop returns at top")
 
     def crossover(self, s: Series) -> tuple[float | None, bool]:
-        """(crossover, uncertain) as crossover.json states them (bench/sweep_analysis.py Crossover)."""
+        """(crossover, uncertain) as crossover.json states them (bench/sweep/analysis.py Crossover)."""
         lo, hi = self.bracket(s)
         uncertain = False
         for value in (v for v in (lo, hi) if v is not None):

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bench.results import CaseRun, RequestRecord, percentile, summarize
-from bench.sweep import LoadKind, LoadPoint, PointRun, SweepResults
+from bench.sweep.run import LoadKind, LoadPoint, PointRun, SweepResults
 
 # Saturated when the last third's median TTFT is more than SATURATION_GROWTH times the first third's and
 # more than SATURATION_MIN_S above it (a few ms of jitter on a tiny TTFT is not a queue).

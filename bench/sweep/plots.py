@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import VARIANT_COLOURS
-from bench.sweep import SweepResults
-from bench.sweep_analysis import PointStats, Slo, kind_speedups
+from bench.sweep.analysis import PointStats, Slo, kind_speedups
+from bench.sweep.run import SweepResults
 
 
 def _pyplot() -> Any:

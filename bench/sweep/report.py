@@ -1,6 +1,6 @@
 """What a sweep produces: report.md, crossover.json (for the endpoint's spill threshold), the peer-format files
 (`vllm bench serve --save-result` JSON), the CloudWatch series of the crossover and goodput, and (with
-matplotlib, bench/sweep_plots.py) three plots.
+matplotlib, bench/sweep/plots.py) three plots.
 
 Why a peer format: users already have `vllm bench serve` numbers; the same keys, computed the same way (ITL per
 chunk gap, not token-weighted), let them put ours beside theirs without trusting our definitions.
@@ -17,8 +17,7 @@ from typing import Any
 from bench import table
 from bench.cloudwatch import Series
 from bench.results import CaseRun, VariantInfo
-from bench.sweep import PointRun, SweepResults
-from bench.sweep_analysis import (
+from bench.sweep.analysis import (
     Crossover,
     KindSpeedup,
     PointStats,
@@ -32,6 +31,7 @@ from bench.sweep_analysis import (
     kind_speedups,
     p,
 )
+from bench.sweep.run import PointRun, SweepResults
 from config.crossover import CrossoverEntry, CrossoverFile, SpeedupRange
 from config.metrics import (
     COUNT,
@@ -93,7 +93,7 @@ def _ms_stats(name: str, values: Sequence[float]) -> dict[str, float]:
 
 
 def peer_record(point: PointRun, run: CaseRun, variant: VariantInfo, api: str, slo: Slo) -> dict[str, Any]:
-    """One run as `vllm bench serve` saves it (vLLM 0.29.0 vllm/benchmarks/serve.py: the result dict of
+    """One run as `vllm bench serve` saves it (vLLM 0.29.0 vllm/perf/serve.py: the result dict of
     `benchmark()` and the keys `main` adds), plus `trn_specdec_*` keys saying which point it is. TTFT, TPOT and
     E2E as vLLM computes them; ITL per chunk gap (vLLM's definition), not our token-weighted ITL; prompt token
     counts are not measured (input lens 0)."""
@@ -285,7 +285,7 @@ def adaptive_section(sweep: SweepResults) -> list[str]:
         f"of runs ({devices}; {budget}"
         + (", **exhausted**" if log.budget_exhausted else "")
         + "). `--grid full` measures every load `repeats` times. `predicted`: the speedup the step-time model "
-        "fitted to the loads measured before it predicted (bench/adaptive.py).",
+        "fitted to the loads measured before it predicted (bench/sweep/adaptive.py).",
         "",
     ]
     header = ["load", "decision", "runs", "requests", "minutes", "device-min", "predicted", "why"]
@@ -400,7 +400,7 @@ def write_sweep_report(
     stats = all_stats(sweep, slo)
     images: list[Path] = []
     if plots:
-        from bench.sweep_plots import plot_goodput, plot_pareto, plot_speedup
+        from bench.sweep.plots import plot_goodput, plot_pareto, plot_speedup
 
         images = [
             plot_speedup(sweep, floor, out / "speedup_vs_concurrency.png"),

@@ -3,7 +3,7 @@
 Why a grid and not one point: whether speculation pays depends on load (it trades spare compute per step for
 fewer steps; a full batch has no spare compute). A concurrency sweep (1, 2, 4 ... max_num_seqs, then 2x and 4x
 of it to show queueing) and a Poisson rate sweep answer "up to what load", with goodput at the config's SLOs and
-the crossover where the TPOT speedup falls below the floor (bench/sweep_analysis.py).
+the crossover where the TPOT speedup falls below the floor (bench/sweep/analysis.py).
 
 Each (load point, repeat) is one `run_benchmark` call, so every variant gets the same prompts and arrival
 schedule at that point, interleaved. The sweep file is rewritten atomically after every (point, repeat);
@@ -60,7 +60,7 @@ class SweepSettings(_Model):
     requests_per_point: int = Field(ge=1, description="At least this many measured requests per case and point.")
     max_num_seqs: int | None = Field(default=None, description="The services' batch size, when known (config).")
     grid: Grid = Field(
-        default="full", description="full: every point `repeats` times; adaptive: bench/adaptive.py decides."
+        default="full", description="full: every point `repeats` times; adaptive: bench/sweep/adaptive.py decides."
     )
     budget_minutes: float | None = Field(default=None, gt=0, description="adaptive: wall-time cap of the sweep.")
 
@@ -212,7 +212,7 @@ async def run_sweep(
                     log=lambda line: log(f"  {line}"),
                 )
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-                # the client's own CPU: near a core, its timestamps are late (python -m bench.selfcheck)
+                # the client's own CPU: near a core, its timestamps are late (python -m bench.standin.selfcheck)
                 log(f"[{point.label} #{repeat + 1}] {wall:.1f} s wall, {cpu:.2f} s client CPU ({cpu / wall:.0%})")
                 sweep.points.append(PointRun(point=point, repeat=repeat, results=results))
                 on_point(sweep)

@@ -2,10 +2,10 @@
 full grid's on many curves in seconds, where loopback stand-ins would take minutes per curve.
 
 Per (concurrency, repeat): the batch is min(concurrency, max_num_seqs); each request's TPOT is the step time at
-that batch (bench/step_table.py) times its steps / (tokens - 1), where a speculative request's steps follow the
+that batch (bench/standin/step_table.py) times its steps / (tokens - 1), where a speculative request's steps follow the
 acceptance model (a step accepts j of k drafts with probability alpha^j (1 - alpha), or k with alpha^k), times a
 per-request timing jitter and a per-repeat drift (run-to-run differences on a shared accelerator). Requests per
-point as `bench sweep` sends them (bench/sweep.py point_settings). Everything is seeded by (seed, load, repeat),
+point as `bench sweep` sends them (bench/sweep/run.py point_settings). Everything is seeded by (seed, load, repeat),
 so a (load, repeat) is the same sample whichever sweep asks for it.
 """
 
@@ -15,9 +15,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.adaptive import Action, Measurement, Planner, Series
-from bench.step_table import Curve, step_at
-from bench.sweep_analysis import observe, straddles
+from bench.standin.step_table import Curve, step_at
+from bench.sweep.adaptive import Action, Measurement, Planner, Series
+from bench.sweep.analysis import observe, straddles
 
 SERIES: Series = ("speculative", "structured")
 

@@ -20,12 +20,13 @@ from constructs import Construct
 from charts.code_bundle import (
     BENCH_CODE_CONFIG_MAP,
     CONFIG_PATH,
+    SHARED_PACKAGES,
     CodeArchive,
     locked_requirements,
     own_code_files,
     python_files,
 )
-from charts.job import JobVolume, ScriptJob, code_volumes, job_script
+from charts.jobs.job import JobVolume, ScriptJob, code_volumes, job_script
 from charts.neuron_claim import gi
 from charts.pod_security import non_root
 from charts.vllm_service import api_key_env
@@ -58,12 +59,12 @@ def bench_code_files() -> list[str]:
     what every Job reads of config/ and serving_stacks/ from the shared archive, the rest from its own."""
     skip = {
         "bench/report.py",
-        "bench/sweep_plots.py",
+        "bench/sweep/plots.py",
         "bench/tune.py",
-        "bench/loopback_server.py",
-        "bench/selfcheck.py",
+        "bench/standin/server.py",
+        "bench/standin/selfcheck.py",
     }
-    return [f for f in python_files("bench", "config", "serving_stacks") if f not in skip]
+    return [f for f in python_files("bench", *SHARED_PACKAGES) if f not in skip]
 
 
 def endpoints(config: DeploymentConfig) -> list[str]:

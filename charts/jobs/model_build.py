@@ -17,13 +17,14 @@ from charts.code_bundle import (
     BENCH_ONLY_CONFIG,
     BUILD_CODE_CONFIG_MAP,
     CONFIG_PATH,
+    SHARED_PACKAGES,
     CodeArchive,
     archived_requirements,
     locked_requirements,
     own_code_files,
     python_files,
 )
-from charts.job import SCRATCH_PATH, JobVolume, ScriptJob, code_volumes, job_script, scratch_volume
+from charts.jobs.job import SCRATCH_PATH, JobVolume, ScriptJob, code_volumes, job_script, scratch_volume
 from charts.models_volume import ModelsVolume
 from charts.neuron_claim import NeuronClaimTemplate, trn2_placement, trn2_resources
 from charts.pod_security import image_user
@@ -48,9 +49,7 @@ def build_code_files() -> list[str]:
     vocabulary of other layers (benchmark, API key, cost, labels) stays out: the archives have a size budget. The
     Job gets config/ and serving_stacks/ from the shared archive, the rest from its own (ModelBuildCode)."""
     return [
-        f
-        for f in python_files("model_build", "config", "serving_stacks")
-        if f not in BENCH_ONLY_CONFIG and f not in SERVING_ONLY
+        f for f in python_files("model_build", *SHARED_PACKAGES) if f not in BENCH_ONLY_CONFIG and f not in SERVING_ONLY
     ]
 
 

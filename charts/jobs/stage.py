@@ -17,7 +17,7 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from charts.code_bundle import BUILD_CODE_CONFIG_MAP, CONFIG_PATH, archived_requirements
-from charts.job import SCRATCH_PATH, ScriptJob, code_volumes, job_script, scratch_volume
+from charts.jobs.job import SCRATCH_PATH, ScriptJob, code_volumes, job_script, scratch_volume
 from charts.neuron_claim import gi, trn2_node_placement
 from charts.pod_security import image_user
 from config.labels import workload_labels

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.loopback_server import Script
 from bench.prompts import DEFAULT_SUITE
 from bench.results import BenchResults, RunSettings
 from bench.runner import Endpoint, run_benchmark
-from bench.selfcheck import loopback_server
+from bench.standin.selfcheck import loopback_server
+from bench.standin.server import Script
 
 FIXTURES = Path(__file__).with_name("fixtures")
 ROOT = Path(__file__).resolve().parents[2]

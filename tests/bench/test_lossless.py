@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.loopback_server import DIVERGED_ID_OFFSET, Script
 from bench.lossless import check, first_divergence, format_lossless
 from bench.prompts import TestCase, variations
 from bench.results import BenchResults, RequestRecord, RunSettings
 from bench.runner import Endpoint, format_table, run_benchmark
-from bench.selfcheck import loopback_server
+from bench.standin.selfcheck import loopback_server
+from bench.standin.server import DIVERGED_ID_OFFSET, Script
 from tests.bench.conftest import CASES, DIVERGES_AT, REQUESTS
 
 

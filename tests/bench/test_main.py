@@ -15,9 +15,9 @@ import yaml
 
 from bench.__main__ import main
 from bench.cost import costs
-from bench.loopback_server import Script
 from bench.results import BenchResults, load_results, save_results
 from bench.runner import format_table
+from bench.standin.server import Script
 from tests.bench.conftest import ROOT, Serve
 from tests.conftest import default_config_dict
 
@@ -455,7 +455,7 @@ def test_sweep_report_on_an_odd_input_is_a_sentence(
 
 def test_sweep_report_to_an_unwritable_out_is_a_sentence(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from bench.results import RunSettings
-    from bench.sweep import SweepResults, SweepSettings, save_sweep
+    from bench.sweep.run import SweepResults, SweepSettings, save_sweep
 
     run = RunSettings(
         suite="default",

@@ -359,7 +359,7 @@ def test_the_predicted_crossover_from_concurrency_1_and_two_baseline_loads_is_wi
     floor looks flat), which docs/sweep.md says."""
     import json
 
-    from bench.step_table import StepTable, step_at
+    from bench.standin.step_table import StepTable, step_at
     from bench.tune import linear_step, predicted_speedup
     from tests.bench.conftest import FIXTURES
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from config import aws
+from cloud import aws
 from config.bucket_layout import models_bucket_account
 from config.exit_codes import CommandError
 from model_build.store import TransferSettings, make_s3_client
@@ -82,7 +82,7 @@ def test_every_s3_call_of_the_client_names_the_expected_bucket_owner(aws_env):
 
 
 def test_an_s3_client_without_an_owner_is_refused():
-    with pytest.raises(ValueError, match=r"config\.aws\.s3_client"):
+    with pytest.raises(ValueError, match=r"cloud\.aws\.s3_client"):
         aws.client("s3", "us-east-2")
 
 

@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from charts.bench_job import SWEEP
-from config import aws, load_config
+from charts.jobs.bench import SWEEP
+from cloud import aws
+from config import load_config
 from config.bucket_layout import MANIFEST_NAME, artifact_prefix, checkpoint_prefix, results_key
 from model_build.errors import BuildError
 from model_build.plan import build_plan
@@ -567,7 +568,7 @@ def test_a_sweep_job_downloads_its_sweep_file_and_reports_it_with_plots(
     import boto3
 
     from bench.results import RunSettings
-    from bench.sweep import SweepResults, SweepSettings
+    from bench.sweep.run import SweepResults, SweepSettings
     from config.bucket_layout import sweep_key
 
     _bucket(staged=[])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from ops.sweep import CLOUDFORMATION_TAG, Ownership, main, sweep
+from ops.teardown_sweep import CLOUDFORMATION_TAG, Ownership, main, sweep
 
 DEPLOYMENT_TAG = "trn-specdec:deployment"  # written out: the test must not read the key from the code under test
 
@@ -172,7 +172,7 @@ def test_the_cli_exits_nonzero_when_a_deletion_fails(aws_env, capsys, monkeypatc
     in use, so EC2's refusal is injected at the client: every DeleteSecurityGroup answers UnauthorizedOperation."""
     from botocore.exceptions import ClientError
 
-    from config import aws
+    from cloud import aws
 
     real_client = aws.session_client
 

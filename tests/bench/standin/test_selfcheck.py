@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from bench.selfcheck import main
+from bench.standin.selfcheck import main
 
 
 @pytest.mark.timing
 def test_selfcheck_reports_accuracy_and_cpu(capsys: pytest.CaptureFixture[str]) -> None:
-    # 1% is the claim on a machine with CPU to spare (benchmarks/client_accuracy.py); here a wide margin, so a
+    # 1% is the claim on a machine with CPU to spare (perf/client_accuracy.py); here a wide margin, so a
     # busy machine does not fail the CLI test
     args = ["--streams", "16", "--tokens-per-s", "50", "--seconds", "1", "--ttft-ms", "300", "--pattern", "1,3"]
     code = main([*args, "--tolerance-pct", "10"])

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.loopback_server import Script, _count_step, _exposition, _State
+from bench.standin.server import Script, _count_step, _exposition, _State
 
 
 def test_chunks_cycle_the_pattern_and_sum_to_the_request() -> None:
@@ -39,7 +39,7 @@ def test_with_a_step_curve_the_step_is_the_measured_time_at_the_running_batch() 
 
 
 def test_the_cli_builds_the_curve_from_the_table_and_refuses_a_bad_one(capsys: pytest.CaptureFixture[str]) -> None:
-    from bench.loopback_server import _parse_args
+    from bench.standin.server import _parse_args
     from tests.bench.conftest import FIXTURES
 
     table = str(FIXTURES / "step-times-h100-qwen3-32b.json")

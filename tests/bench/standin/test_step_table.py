@@ -1,4 +1,4 @@
-"""The measured step-time table as a stand-in's load curve (bench/step_table.py), on the H100 file kept as test
+"""The measured step-time table as a stand-in's load curve (bench/standin/step_table.py), on the H100 file kept as test
 data (tests/bench/fixtures/step-times-h100-qwen3-32b.json; its provenance is in its `what` and `caveat`)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.step_table import StepTable, StepTableError, acceptance_pattern, step_at, tokens_per_step
+from bench.standin.step_table import StepTable, StepTableError, acceptance_pattern, step_at, tokens_per_step
 from tests.bench.conftest import FIXTURES
 
 H100 = FIXTURES / "step-times-h100-qwen3-32b.json"

@@ -1,7 +1,7 @@
-"""The adaptive sweep (bench/adaptive.py): the full grid's crossover for a fraction of its requests.
+"""The adaptive sweep (bench/sweep/adaptive.py): the full grid's crossover for a fraction of its requests.
 
 Decisions are checked on measurements simulated from the measured H100 step-time curves for the 9 (k, alpha)
-pairs (bench/sweep_sim.py: seconds, where loopback stand-ins would take minutes per curve), and end to end on
+pairs (bench/sweep/sim.py: seconds, where loopback stand-ins would take minutes per curve), and end to end on
 two loopback stand-ins that step at the same curves (scaled down in time).
 """
 
@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from bench.adaptive import Action, Measurement, Planner, run_adaptive_sweep
-from bench.loopback_server import Script
 from bench.prompts import DEFAULT_SUITE
 from bench.results import RunSettings
 from bench.runner import Endpoint
-from bench.selfcheck import loopback_server
-from bench.step_table import StepTable, acceptance_pattern
-from bench.sweep import SweepSettings, concurrency_grid
-from bench.sweep_analysis import Observation, Slo, crossovers
-from bench.sweep_report import CrossoverFile, write_sweep_report
-from bench.sweep_sim import SimulatedPair, adaptive, full_grid
+from bench.standin.selfcheck import loopback_server
+from bench.standin.server import Script
+from bench.standin.step_table import StepTable, acceptance_pattern
+from bench.sweep.adaptive import Action, Measurement, Planner, run_adaptive_sweep
+from bench.sweep.analysis import Observation, Slo, crossovers
+from bench.sweep.report import CrossoverFile, write_sweep_report
+from bench.sweep.run import SweepSettings, concurrency_grid
+from bench.sweep.sim import SimulatedPair, adaptive, full_grid
 from tests.bench.conftest import FIXTURES
 
 FLOOR = 1.05
@@ -186,11 +186,11 @@ def test_budget_minutes_with_the_full_grid_is_refused_before_any_request(
 def test_bench_sweep_is_adaptive_by_default_and_its_budget_leaves_the_rest_undecided(
     serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    """The CLI on two linear stand-ins (tests/bench/test_sweep.py's): a budget of 0.001 min runs the lowest load
+    """The CLI on two linear stand-ins (tests/bench/sweep/test_run.py's): a budget of 0.001 min runs the lowest load
     only, and the sweep file and report say what is left."""
     from bench.__main__ import main
-    from bench.sweep import load_sweep
-    from tests.bench.test_sweep import BASE, SPEC
+    from bench.sweep.run import load_sweep
+    from tests.bench.sweep.test_run import BASE, SPEC
 
     out = tmp_path / "sweep.json"
     code = main([

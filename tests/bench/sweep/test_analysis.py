@@ -9,8 +9,8 @@ import pytest
 
 from bench.results import BenchResults, CaseRun, RequestRecord, RunSettings, VariantInfo, summarize
 from bench.spec_metrics import SpecDecodeResult
-from bench.sweep import LoadPoint, PointRun, SweepResults, SweepSettings
-from bench.sweep_analysis import crossovers
+from bench.sweep.analysis import crossovers
+from bench.sweep.run import LoadPoint, PointRun, SweepResults, SweepSettings
 
 FLOOR = 1.05
 TOKENS = 11

@@ -1,6 +1,6 @@
 """`bench sweep` against two loopback stand-ins with a known model of load.
 
-The stand-ins (bench/loopback_server.py Script): a step takes step_s + step_per_seq_s x (requests running), at
+The stand-ins (bench/standin/server.py Script): a step takes step_s + step_per_seq_s x (requests running), at
 most max_num_seqs run, the rest queue. The speculative one streams 2 or 3 tokens per step (mean 2.5) but its
 step grows five times faster with the batch, as verifying k+1 tokens per sequence fills the accelerator. So its
 TPOT speedup falls with concurrency, and Script.tpot_at gives where it crosses the floor in closed form.
@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.loopback_server import Script
 from bench.prompts import DEFAULT_SUITE
 from bench.results import CaseRun, RequestRecord, RunSettings, summarize
 from bench.runner import Endpoint
-from bench.selfcheck import loopback_server
 from bench.spec_metrics import SpecDecodeResult
-from bench.sweep import SweepResults, SweepSettings, concurrency_grid, load_sweep, run_sweep
-from bench.sweep_analysis import Slo, all_stats, best_goodput, crossovers, goodput, is_saturated
-from bench.sweep_report import CrossoverFile, peer_record, write_sweep_report
+from bench.standin.selfcheck import loopback_server
+from bench.standin.server import Script
+from bench.sweep.analysis import Slo, all_stats, best_goodput, crossovers, goodput, is_saturated
+from bench.sweep.report import CrossoverFile, peer_record, write_sweep_report
+from bench.sweep.run import SweepResults, SweepSettings, concurrency_grid, load_sweep, run_sweep
 from tests.bench.conftest import ROOT
 
 MAX_NUM_SEQS = 4
@@ -213,7 +213,7 @@ def _vllm_saved_keys() -> set[str]:
     extras, read from vLLM 0.29.0's own source (its result dict and result_json assignments)."""
     import ast
 
-    source = ROOT / ".venv-vllm-0.29.0/lib/python3.11/site-packages/vllm/benchmarks/serve.py"
+    source = ROOT / ".venv-vllm-0.29.0/lib/python3.11/site-packages/vllm/perf/serve.py"
     if not source.exists():
         pytest.skip("the vLLM 0.29.0 environment is not built (make test builds it)")
     tree = ast.parse(source.read_text())
@@ -240,7 +240,7 @@ def _vllm_saved_keys() -> set[str]:
 def test_peer_records_carry_every_key_vllm_bench_serve_saves():
     records = [_record(0.0, 0.1, 0.04), _record(0.1, 0.12, 0.03)]
     from bench.results import BenchResults, VariantInfo
-    from bench.sweep import LoadPoint, PointRun
+    from bench.sweep.run import LoadPoint, PointRun
 
     settings = _settings([2], [], 1, 2).run.model_copy(update={"concurrency": 2})
     variant = VariantInfo(name="v", base_url="http://127.0.0.1:1", model="m")
@@ -255,7 +255,7 @@ def test_peer_records_carry_every_key_vllm_bench_serve_saves():
 @pytest.mark.timing
 def test_crossover_series_are_published_under_the_dashboards_names(sweep: SweepResults):
     from bench.cloudwatch import build_datums
-    from bench.sweep_report import sweep_series
+    from bench.sweep.report import sweep_series
 
     datums = build_datums(sweep_series(sweep, FLOOR, Slo(0.2, 0.05)))
     names = {(d["MetricName"], d["Unit"], tuple((x["Name"], x["Value"]) for x in d["Dimensions"])) for d in datums}
@@ -305,7 +305,7 @@ def test_a_sweep_whose_upload_and_publish_meet_a_silent_aws_ends_in_sentences(
     import argparse
 
     from bench.__main__ import _sweep_outputs
-    from bench.sweep import save_sweep
+    from bench.sweep.run import save_sweep
     from config import load_config
 
     source = save_sweep(sweep, tmp_path / "sweep.json")

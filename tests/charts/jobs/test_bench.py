@@ -8,8 +8,8 @@ import shlex
 import kubernetes_validate
 import pytest
 
-from charts.bench_job import LOSSLESS, RUNTIME_PACKAGES, SWEEP, bench_script, endpoints, render_bench_job
 from charts.code_bundle import locked_requirements
+from charts.jobs.bench import LOSSLESS, RUNTIME_PACKAGES, SWEEP, bench_script, endpoints, render_bench_job
 from tests.charts.conftest import vllm_of_kind
 
 

@@ -1,4 +1,4 @@
-"""The one Job skeleton (charts/job.py): every run-time Job (stage, build, bench in each mode) renders from it, so
+"""The one Job skeleton (charts/jobs/job.py): every run-time Job (stage, build, bench in each mode) renders from it, so
 they share the script prelude, the code's environment and volumes, and the pod's fixed fields."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import kubernetes_validate
 import pytest
 from cdk8s_plus_34 import k8s
 
-from charts.bench_job import LOSSLESS, RUN, SWEEP, render_bench_job
 from charts.code_bundle import unpack_command
-from charts.job import ScriptJob, code_volumes, job_script, scratch_volume
-from charts.model_build_job import render_build_job
-from charts.stage_job import render_stage_job
+from charts.jobs.bench import LOSSLESS, RUN, SWEEP, render_bench_job
+from charts.jobs.job import ScriptJob, code_volumes, job_script, scratch_volume
+from charts.jobs.model_build import render_build_job
+from charts.jobs.stage import render_stage_job
 
 ACCOUNT = "000000000000"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import kubernetes_validate
 import pytest
 
-from charts.model_build_job import build_claim_template, build_job_name, build_script, render_build_job
+from charts.jobs.model_build import build_claim_template, build_job_name, build_script, render_build_job
 from model_build.digest import profile_digest
 from tests.charts.conftest import of_kind, vllm_of_kind
 

@@ -7,8 +7,7 @@ import shlex
 import kubernetes_validate
 import pytest
 
-from charts.neuron_claim import node_share
-from charts.stage_job import (
+from charts.jobs.stage import (
     STAGE_CPU,
     STAGE_MEMORY_GIB,
     STAGE_SERVICE_ACCOUNT,
@@ -16,6 +15,7 @@ from charts.stage_job import (
     stage_job_name,
     stage_script,
 )
+from charts.neuron_claim import node_share
 from config import parse_config
 from model_build.cli import build_parser
 from tests.charts.conftest import of_kind
