@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from bench.prompts import DEFAULT_SUITE
-from bench.results import RunSettings
 from bench.runner import Endpoint
 from bench.standin.selfcheck import loopback_server
 from bench.standin.server import Script
@@ -23,6 +22,7 @@ from bench.sweep.analysis import Observation, Slo, crossovers
 from bench.sweep.report import CrossoverFile, write_sweep_report
 from bench.sweep.run import SweepSettings, concurrency_grid
 from bench.sweep.sim import SimulatedPair, adaptive, full_grid
+from tests.bench.builders import run_settings
 from tests.bench.conftest import FIXTURES
 
 FLOOR = 1.05
@@ -122,10 +122,7 @@ def test_end_to_end_on_loopback_stand_ins_stepping_at_the_h100_curves(tmp_path: 
     mns, tokens = 32, 8
     base, spec = _h100_script(0, 0.0, 1.0, mns), _h100_script(5, 0.6, 1.0, mns)
     case = next(c for c in DEFAULT_SUITE if c.kind == "structured")
-    run = RunSettings(
-        suite="default", api="chat", mode="interleaved", concurrency=1, rate=None, requests=4, warmup=0,
-        max_tokens=tokens, seed=0, continuous_usage=True,
-    )  # fmt: skip
+    run = run_settings(requests=4, max_tokens=tokens)  # fmt: skip
     settings = SweepSettings(
         run=run, concurrencies=concurrency_grid(mns), rates=[], repeats=2, requests_per_point=4, max_num_seqs=mns
     )

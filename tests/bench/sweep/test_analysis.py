@@ -7,28 +7,18 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bench.results import BenchResults, CaseRun, RequestRecord, RunSettings, VariantInfo, summarize
+from bench.results import BenchResults, CaseRun, RequestRecord, VariantInfo, summarize
 from bench.spec_metrics import SpecDecodeResult
 from bench.sweep.analysis import crossovers
-from bench.sweep.run import LoadPoint, PointRun, SweepResults, SweepSettings
+from bench.sweep.run import LoadPoint, PointRun, SweepResults
+from tests.bench.builders import record, run_settings, sweep_settings
 
 FLOOR = 1.05
 TOKENS = 11
 BASE_TPOT = 0.02
 REQUESTS = 12  # enough for the saturation test (it needs 6 and compares thirds)
 WHEN = datetime(2026, 11, 26, tzinfo=UTC)
-RUN = RunSettings(
-    suite="default",
-    api="chat",
-    mode="interleaved",
-    concurrency=1,
-    rate=None,
-    requests=REQUESTS,
-    warmup=0,
-    max_tokens=TOKENS,
-    seed=0,
-    continuous_usage=True,
-)
+RUN = run_settings(requests=REQUESTS, max_tokens=TOKENS)
 
 
 def _records(tpot: float, saturated: bool) -> list[RequestRecord]:
@@ -36,18 +26,7 @@ def _records(tpot: float, saturated: bool) -> list[RequestRecord]:
     out = []
     for i in range(REQUESTS):
         ttft = 0.05 + (0.06 * i if saturated else 0.0)
-        e2e = ttft + tpot * (TOKENS - 1)
-        out.append(
-            RequestRecord(
-                start_s=i * 0.1,
-                ttft_s=ttft,
-                e2e_s=e2e,
-                output_tokens=TOKENS,
-                token_source="usage_per_chunk",
-                chunk_times_s=[ttft, e2e],
-                chunk_tokens=[1, TOKENS - 1],
-            )
-        )
+        out.append(record(i * 0.1, ttft, tpot, TOKENS))
     return out
 
 
@@ -77,9 +56,7 @@ def sweep_of(points: list[tuple[int, float, bool]]) -> SweepResults:
             runs=[_case("baseline", BASE_TPOT, False), _case("spec", BASE_TPOT / speedup, saturated)],
         )
         runs.append(PointRun(point=LoadPoint(kind="concurrency", value=concurrency), repeat=0, results=results))
-    settings = SweepSettings(
-        run=RUN, concurrencies=[c for c, _, _ in points], rates=[], repeats=1, requests_per_point=1
-    )
+    settings = sweep_settings(run=RUN, concurrencies=[c for c, _, _ in points])
     return SweepResults(created_at=WHEN, settings=settings, points=runs)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from bench.prompts import DEFAULT_SUITE
-from bench.results import CaseRun, RequestRecord, RunSettings, summarize
+from bench.results import CaseRun, RequestRecord, summarize
 from bench.runner import Endpoint
 from bench.spec_metrics import SpecDecodeResult
 from bench.standin.selfcheck import loopback_server
@@ -30,6 +30,7 @@ from bench.standin.server import Script
 from bench.sweep.analysis import Slo, all_stats, best_goodput, crossovers, goodput, is_saturated
 from bench.sweep.report import CrossoverFile, peer_record, write_sweep_report
 from bench.sweep.run import SweepResults, SweepSettings, concurrency_grid, load_sweep, run_sweep
+from tests.bench.builders import record, run_settings
 from tests.bench.conftest import ROOT
 
 MAX_NUM_SEQS = 4
@@ -44,18 +45,7 @@ GRID = concurrency_grid(MAX_NUM_SEQS)[:-1]  # 1, 2, 4, 8: the 4x point adds time
 
 
 def _settings(concurrencies: list[int], rates: list[float] | None, repeats: int, requests: int) -> SweepSettings:
-    run = RunSettings(
-        suite="default",
-        api="chat",
-        mode="interleaved",
-        concurrency=1,
-        rate=None,
-        requests=requests,
-        warmup=0,
-        max_tokens=TOKENS,
-        seed=0,
-        continuous_usage=True,
-    )
+    run = run_settings(requests=requests, max_tokens=TOKENS)
     return SweepSettings(
         run=run,
         concurrencies=concurrencies,
@@ -128,19 +118,6 @@ def test_goodput_drops_where_requests_queue_past_the_ttft_slo(sweep: SweepResult
         assert queued.request_rps > 0
 
 
-def _record(start: float, ttft: float, tpot: float, tokens: int = 11) -> RequestRecord:
-    e2e = ttft + tpot * (tokens - 1)
-    return RequestRecord(
-        start_s=start,
-        ttft_s=ttft,
-        e2e_s=e2e,
-        output_tokens=tokens,
-        token_source="usage_per_chunk",
-        chunk_times_s=[ttft, e2e],
-        chunk_tokens=[1, tokens - 1],
-    )
-
-
 def _run(records: list[RequestRecord], duration: float) -> CaseRun:
     return CaseRun(
         variant="v",
@@ -157,19 +134,19 @@ def _run(records: list[RequestRecord], duration: float) -> CaseRun:
 def test_goodput_is_good_requests_per_second_as_vllm_counts_them():
     slo = Slo(ttft_s=0.2, tpot_s=0.05)
     records = [
-        _record(0.0, 0.1, 0.04),  # good
-        _record(0.1, 0.2, 0.05),  # good: the limits are inclusive
-        _record(0.2, 0.25, 0.01),  # TTFT over
-        _record(0.3, 0.1, 0.06),  # TPOT over
+        record(0.0, 0.1, 0.04),  # good
+        record(0.1, 0.2, 0.05),  # good: the limits are inclusive
+        record(0.2, 0.25, 0.01),  # TTFT over
+        record(0.3, 0.1, 0.06),  # TPOT over
         RequestRecord(start_s=0.4, error="HTTP 503"),
     ]
     assert goodput([_run(records, 2.0)], slo) == pytest.approx(2 / 2.0)
 
 
 def test_a_run_whose_ttft_keeps_growing_is_saturated_and_a_steady_one_is_not():
-    steady = [_record(i * 0.1, 0.05 + 0.002 * (i % 3), 0.02) for i in range(12)]
-    growing = [_record(i * 0.1, 0.05 + 0.06 * i, 0.02) for i in range(12)]
-    jitter = [_record(i * 0.1, 0.002 + 0.003 * (i > 6), 0.02) for i in range(12)]  # triples, but by 3 ms
+    steady = [record(i * 0.1, 0.05 + 0.002 * (i % 3), 0.02) for i in range(12)]
+    growing = [record(i * 0.1, 0.05 + 0.06 * i, 0.02) for i in range(12)]
+    jitter = [record(i * 0.1, 0.002 + 0.003 * (i > 6), 0.02) for i in range(12)]  # triples, but by 3 ms
     assert not is_saturated(_run(steady, 2.0))
     assert is_saturated(_run(growing, 2.0))
     assert not is_saturated(_run(jitter, 2.0))
@@ -238,7 +215,7 @@ def _vllm_saved_keys() -> set[str]:
 
 
 def test_peer_records_carry_every_key_vllm_bench_serve_saves():
-    records = [_record(0.0, 0.1, 0.04), _record(0.1, 0.12, 0.03)]
+    records = [record(0.0, 0.1, 0.04), record(0.1, 0.12, 0.03)]
     from bench.results import BenchResults, VariantInfo
     from bench.sweep.run import LoadPoint, PointRun
 
@@ -246,10 +223,10 @@ def test_peer_records_carry_every_key_vllm_bench_serve_saves():
     variant = VariantInfo(name="v", base_url="http://127.0.0.1:1", model="m")
     results = BenchResults(created_at=datetime(2026, 1, 1, tzinfo=UTC), settings=settings, variants=[variant], runs=[])
     point = PointRun(point=LoadPoint(kind="concurrency", value=2), repeat=0, results=results)
-    record = peer_record(point, _run(records, 1.0), variant, "chat", Slo(0.2, 0.05))
-    missing = _vllm_saved_keys() - set(record)
+    peer = peer_record(point, _run(records, 1.0), variant, "chat", Slo(0.2, 0.05))
+    missing = _vllm_saved_keys() - set(peer)
     assert not missing, f"the peer record lacks vLLM's keys {sorted(missing)}"
-    assert record["median_tpot_ms"] == pytest.approx(35.0) and record["request_goodput"] == pytest.approx(2.0)
+    assert peer["median_tpot_ms"] == pytest.approx(35.0) and peer["request_goodput"] == pytest.approx(2.0)
 
 
 @pytest.mark.timing
@@ -318,20 +295,6 @@ def test_a_sweep_whose_upload_and_publish_meet_a_silent_aws_ends_in_sentences(
         assert _sweep_outputs(sweep, source, tmp_path / "report", cfg, args) == 1
         err = capsys.readouterr().err
         assert words in err and "did not answer" in err and "Traceback" not in err
-
-
-@pytest.mark.parametrize("where", ["directory", "under a file"])
-def test_an_unwritable_sweep_out_is_refused_before_any_request(
-    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Port 9 refuses: reaching it would be exit 1, not 2."""
-    from bench.__main__ import main
-
-    (tmp_path / "file").write_text("")
-    out = tmp_path if where == "directory" else tmp_path / "file" / "s.json"
-    assert main(["sweep", "--endpoint", "a=http://127.0.0.1:9", "--concurrency", "1", "--out", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert f"--out {str(out)!r}" in err and "choose another path" in err
 
 
 @pytest.mark.parametrize(
