@@ -74,6 +74,16 @@ def test_bench_archive_runs_the_bench_cli(serving_objects, tmp_path):
     assert sorted(str(p.relative_to(code)) for p in code.rglob("*.py")) == bench_code_files()
 
 
+def test_bench_archive_holds_the_sweep_subpackage_and_the_aws_clients(serving_objects, tmp_path):
+    """`bench sweep` in the Job imports the sweep pipeline (bench/sweep/, a subpackage) and the AWS clients
+    (cloud/, from the shared archive) only when it runs, so `bench run --help` would not notice them missing."""
+    code = tmp_path / "code"
+    _unpack_job_code(serving_objects, "trn-specdec-bench-code", code)
+    probe = "import bench.sweep.run, bench.sweep.adaptive, bench.sweep.analysis, bench.sweep.report, cloud.aws"
+    result = _run(["-c", probe], code, tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.parametrize("name", [SHARED, "trn-specdec-build-code", "trn-specdec-bench-code"])
 def test_archives_leave_room_in_their_manifest(serving_objects, name):
     """An early warning: the archive is most of its chart group's manifest, whose hard limit (the kubectl handler's
