@@ -172,20 +172,16 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
 
 
 def _owned_elbv2(client, owner: Ownership) -> list[str]:
-    arns = [
-        lb["LoadBalancerArn"]
-        for page in client.get_paginator("describe_load_balancers").paginate()
-        for lb in page["LoadBalancers"]
-    ]
-    return _elbv2_filter(client, arns, owner)
+    return _owned_elbv2_arns(client, owner, "describe_load_balancers", "LoadBalancers", "LoadBalancerArn")
 
 
 def _owned_target_groups(client, owner: Ownership) -> list[str]:
-    arns = [
-        tg["TargetGroupArn"]
-        for page in client.get_paginator("describe_target_groups").paginate()
-        for tg in page["TargetGroups"]
-    ]
+    return _owned_elbv2_arns(client, owner, "describe_target_groups", "TargetGroups", "TargetGroupArn")
+
+
+def _owned_elbv2_arns(client, owner: Ownership, operation: str, list_key: str, arn_key: str) -> list[str]:
+    """Every ARN an ELBv2 describe call pages through, kept where the tags say the deployment owns it."""
+    arns = [item[arn_key] for page in client.get_paginator(operation).paginate() for item in page[list_key]]
     return _elbv2_filter(client, arns, owner)
 
 
