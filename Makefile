@@ -21,7 +21,7 @@ VLLM_0_9_1_VENV := .venv-vllm-0.9.1
 # vLLM 0.29.0 (the vllm-neuron stack's engine), the same way: own lock, own environment, vllm --no-deps.
 VLLM_0_29_0_VENV := .venv-vllm-0.29.0
 
-.PHONY: setup synth test lint format preflight deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy sweep-dry-run clean
+.PHONY: setup synth test lint format preflight deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy teardown-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -99,8 +99,7 @@ bench-lossless: setup
 	$(BIN)/python -m ops.run_benchmark --apply --lossless --config $(CONFIG) -- $(BENCH_ARGS)
 
 # The load sweep in the cluster (docs/sweep.md): concurrency and rate grids, goodput, the crossover where
-# speculation stops paying: make bench-sweep [BENCH_ARGS="--repeats 1"]. Not `make sweep`: `sweep` here is
-# teardown's tag sweep (ops/sweep.py, make sweep-dry-run).
+# speculation stops paying: make bench-sweep [BENCH_ARGS="--repeats 1"].
 bench-sweep: setup
 	$(BIN)/python -m ops.run_benchmark --apply --sweep --config $(CONFIG) -- $(BENCH_ARGS)
 
@@ -116,12 +115,14 @@ ab: setup
 coldstart-report: setup
 	$(BIN)/python -m ops.coldstart_report --config $(CONFIG) --publish
 
+# cdk destroy, then teardown's tag sweep (ops/teardown_sweep.py) of what CloudFormation cannot see
 destroy: setup
 	$(CDK) destroy --all --force $(CDK_FLAGS)
-	$(BIN)/python -m ops.sweep --config $(CONFIG)
+	$(BIN)/python -m ops.teardown_sweep --config $(CONFIG)
 
-sweep-dry-run: setup
-	$(BIN)/python -m ops.sweep --config $(CONFIG) --dry-run
+# What `make destroy`'s tag sweep would delete, deleting nothing
+teardown-dry-run: setup
+	$(BIN)/python -m ops.teardown_sweep --config $(CONFIG) --dry-run
 
 clean:
 	rm -rf cdk.out dist .pytest_cache

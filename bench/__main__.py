@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.arguments import finite_number, number_list, number_list_or_none, whole_number
 from bench.results import (
@@ -30,7 +30,7 @@ from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from bench.runner import Hardware
-    from bench.sweep_analysis import Slo
+    from bench.sweep.analysis import Slo
     from config.schema import BenchConfig
 
 LOSSLESS_REQUESTS = 8  # per test case and stop mode in --lossless: distinct prompts, batch size 1
@@ -370,31 +370,24 @@ def _run(args: argparse.Namespace) -> int:
     previous = load_results(out) if args.resume and out.exists() else None
     if args.resume and previous is None:
         print(f"note: --resume: {out} does not exist yet; starting from the first case", file=sys.stderr)
-    try:
-        results = asyncio.run(
-            run_benchmark(
-                endpoints,
-                cases,
-                settings,
-                options=options,
-                k_by_variant=_k_by_profile(cfg),
-                baseline=baseline,
-                hardware=_hardware(cfg),
-                resume=previous,
-                on_case=lambda partial: save_results(partial, out),
-            )
-        )
-    except (ConnectionError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_FAILED
-    except OSError as err:
-        print(
-            f"error: cannot write the results to {str(out)!r} ({err.strerror}); choose another --out", file=sys.stderr
-        )
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: every finished test case is in {out}; add --resume to continue", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    results = _run_to_file(
+        run_benchmark(
+            endpoints,
+            cases,
+            settings,
+            options=options,
+            k_by_variant=_k_by_profile(cfg),
+            baseline=baseline,
+            hardware=_hardware(cfg),
+            resume=previous,
+            on_case=lambda partial: save_results(partial, out),
+        ),
+        out,
+        writes="the results",
+        finished="test case",
+    )
+    if isinstance(results, int):
+        return results
     save_results(results, out)
     print(format_table(results))
     print("\n" + format_cost(results))
@@ -469,8 +462,8 @@ def content_type(path: Path) -> str:
 
 def upload(path: Path, url: str, region: str | None) -> str:
     """Copy a results file to s3://bucket/key, where the in-cluster Job keeps every run: one PutObject through a
-    bounded client (config/aws.py), so a silent endpoint fails within aws.SILENT_BOUND_S, each attempt shown."""
-    from config import aws
+    bounded client (cloud/aws.py), so a silent endpoint fails within aws.SILENT_BOUND_S, each attempt shown."""
+    from cloud import aws
 
     bucket, _, key = url.removeprefix("s3://").partition("/")
     if not url.startswith("s3://") or not bucket or not key:
@@ -538,7 +531,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _predict_crossover(args: argparse.Namespace, results: object, cfg: object | None) -> int:
-    from bench.sweep import concurrency_grid
+    from bench.sweep.run import concurrency_grid
     from bench.tune import format_predictions, predict_crossovers
 
     try:
@@ -571,7 +564,7 @@ def _bench_config(cfg: object | None) -> BenchConfig:
 
 def _sweep_policy(cfg: object | None) -> tuple[float, Slo]:
     """(speedup floor, SLO) from the config's bench section, else its defaults."""
-    from bench.sweep_analysis import Slo
+    from bench.sweep.analysis import Slo
 
     bench = _bench_config(cfg)
     return bench.sweep.speedup_floor, Slo(bench.slo.ttft_p99_ms / 1000, bench.slo.tpot_p99_ms / 1000)
@@ -596,7 +589,7 @@ def _sweep_cases(suite: list, names: str | None) -> list:
 def _sweep(args: argparse.Namespace) -> int:
     from bench.prompts import SuiteError, load_suite
     from bench.runner import RunOptions, parse_endpoint
-    from bench.sweep import SweepSettings, concurrency_grid, load_sweep, run_sweep, save_sweep
+    from bench.sweep.run import SweepSettings, concurrency_grid, load_sweep, run_sweep, save_sweep
 
     cfg = _config(args.config)
     try:
@@ -663,47 +656,23 @@ def _sweep(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     previous = load_sweep(out) if args.resume and out.exists() else None
     options = RunOptions(request_timeout_s=args.request_timeout, max_duration_s=args.max_duration, model=args.model)
-    try:
-        if settings.grid == "adaptive":
-            from bench.adaptive import run_adaptive_sweep
+    common: dict[str, Any] = {
+        "options": options,
+        "k_by_variant": _k_by_profile(cfg),
+        "baseline": baseline,
+        "hardware": _hardware(cfg),
+        "resume": previous,
+        "on_point": lambda partial: save_sweep(partial, out),
+    }
+    if settings.grid == "adaptive":
+        from bench.sweep.adaptive import run_adaptive_sweep
 
-            sweep = asyncio.run(
-                run_adaptive_sweep(
-                    endpoints,
-                    cases,
-                    settings,
-                    _sweep_policy(cfg)[0],
-                    options=options,
-                    k_by_variant=_k_by_profile(cfg),
-                    baseline=baseline,
-                    hardware=_hardware(cfg),
-                    resume=previous,
-                    on_point=lambda partial: save_sweep(partial, out),
-                )
-            )
-        else:
-            sweep = asyncio.run(
-                run_sweep(
-                    endpoints,
-                    cases,
-                    settings,
-                    options=options,
-                    k_by_variant=_k_by_profile(cfg),
-                    baseline=baseline,
-                    hardware=_hardware(cfg),
-                    resume=previous,
-                    on_point=lambda partial: save_sweep(partial, out),
-                )
-            )
-    except (ConnectionError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_FAILED
-    except OSError as err:
-        print(f"error: cannot write the sweep to {str(out)!r} ({err.strerror}); choose another --out", file=sys.stderr)
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: every finished point is in {out}; add --resume to continue", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        work = run_adaptive_sweep(endpoints, cases, settings, _sweep_policy(cfg)[0], **common)
+    else:
+        work = run_sweep(endpoints, cases, settings, **common)
+    sweep = _run_to_file(work, out, writes="the sweep", finished="point")
+    if isinstance(sweep, int):
+        return sweep
     save_sweep(sweep, out)
     variants = sweep.points[0].results.variants if sweep.points else []
     if failed := _variants_without_success(variants, [r for p in sweep.points for r in p.results.runs]):
@@ -716,8 +685,27 @@ def _sweep(args: argparse.Namespace) -> int:
     return _sweep_outputs(sweep, out, folder, cfg, args)
 
 
+T = TypeVar("T")
+
+
+def _run_to_file(work: Coroutine[Any, Any, T], out: Path, *, writes: str, finished: str) -> T | int:
+    """Runs a run or a sweep that saves to `out` as it goes; a failure or Ctrl-C is a sentence and its exit code,
+    the same for every command that measures (what finished stays in `out`, for --resume)."""
+    try:
+        return asyncio.run(work)
+    except (ConnectionError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as err:
+        print(f"error: cannot write {writes} to {str(out)!r} ({err.strerror}); choose another --out", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: every finished {finished} is in {out}; add --resume to continue", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
 def _sweep_outputs(sweep: object, source: Path, folder: Path, cfg: object | None, args: argparse.Namespace) -> int:
-    from bench.sweep_report import crossover_file, sweep_series, write_sweep_report
+    from bench.sweep.report import crossover_file, sweep_series, write_sweep_report
 
     floor, slo = _sweep_policy(cfg)
     paths = write_sweep_report(sweep, folder, floor, slo, plots=not args.no_plots)  # type: ignore[arg-type]
@@ -773,7 +761,7 @@ def upload_sweep(source: Path, paths: list[Path], prefix_url: str, region: str |
 
 
 def _sweep_report(args: argparse.Namespace) -> int:
-    from bench.sweep import load_sweep
+    from bench.sweep.run import load_sweep
 
     source = Path(args.sweep)
     sweep = load_sweep(source)

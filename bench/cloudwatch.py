@@ -198,7 +198,7 @@ def put_datums(
 ) -> PublishReport:
     """PutMetricData in batches within the call limits, through a bounded client (a silent endpoint fails each
     call within aws.SILENT_BOUND_S, each attempt shown); a failed call is a CommandError sentence."""
-    from config import aws
+    from cloud import aws
 
     if client is None:
         client = aws.client("cloudwatch", region)

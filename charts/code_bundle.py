@@ -3,7 +3,7 @@
 No custom image build and no Docker on the deployer's machine: the files are read at synth time and
 versioned with the deployment. A small bundle is mounted file by file under CODE_PATH; a larger one is a
 deterministic tar.gz (binaryData) that the job unpacks first. A Job's code comes as two archives: the shared one
-(config/ and serving_stacks/, the same for every Job) and its own (its package), each in a chart group of its
+(config/, cloud/ and serving_stacks/, the same for every Job) and its own (its package), each in a chart group of its
 own, which keeps each manifest far below the 256 KiB payload limit of the kubectl handler that applies it.
 """
 
@@ -41,6 +41,8 @@ BENCH_CODE_CONFIG_MAP = "trn-specdec-bench-code"
 BENCH_ONLY_CONFIG = frozenset(
     {"config/api_key.py", "config/cost.py", "config/labels.py", "config/metrics.py", "config/prompt_suite.py"}
 )
+# The packages every Job reads: the config, the AWS clients it calls AWS through, the serving-stack contract.
+SHARED_PACKAGES = ("config", "cloud", "serving_stacks")
 UNPACKED_PATH = "/tmp/trn-specdec"  # PYTHONPATH of jobs that ship a CodeArchive
 DEPS_PATH = "/tmp/trn-specdec-deps"  # where install_locked() puts packages; on PYTHONPATH after the code
 REQUIREMENTS_DIR = "requirements"  # generated requirements files inside a CodeArchive
@@ -114,12 +116,13 @@ def archived_requirements(name: str) -> str:
 
 
 def python_files(*packages: str) -> list[str]:
-    return sorted(str(p.relative_to(ROOT)) for pkg in packages for p in (ROOT / pkg).glob("*.py"))
+    """Every module of `packages`, subpackages included (bench/sweep/, bench/standin/)."""
+    return sorted(str(p.relative_to(ROOT)) for pkg in packages for p in (ROOT / pkg).rglob("*.py"))
 
 
 def shared_code_files() -> list[str]:
-    """What every Job imports from config/ and serving_stacks/: the shared archive."""
-    return [f for f in python_files("config", "serving_stacks") if f not in BENCH_ONLY_CONFIG]
+    """What every Job imports from config/, cloud/ and serving_stacks/: the shared archive."""
+    return [f for f in python_files(*SHARED_PACKAGES) if f not in BENCH_ONLY_CONFIG]
 
 
 def own_code_files(files: list[str]) -> list[str]:

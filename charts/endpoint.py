@@ -504,7 +504,7 @@ class Endpoint(Construct):
                     annotations={
                         "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
                         "service.beta.kubernetes.io/aws-load-balancer-internal": "true",
-                        # The teardown sweep (ops/sweep.py) deletes load balancers carrying the deployment's tag.
+                        # The teardown sweep (ops/teardown_sweep.py) deletes load balancers carrying the deployment's tag.
                         "service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags": tags,
                     },
                 ),

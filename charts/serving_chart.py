@@ -11,13 +11,13 @@ import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.bench_job import BENCH_LABELS, BenchmarkRequirements, BenchmarkSupport
 from charts.code_bundle import CodeBundle, ConfigFile, SharedCode
 from charts.endpoint import LABELS as ENDPOINT_LABELS
 from charts.endpoint import Endpoint
-from charts.model_build_job import ModelBuildCode, ModelBuildSupport
+from charts.jobs.bench import BENCH_LABELS, BenchmarkRequirements, BenchmarkSupport
+from charts.jobs.model_build import ModelBuildCode, ModelBuildSupport
+from charts.jobs.stage import STAGE_SERVICE_ACCOUNT
 from charts.pod_security import network_policies
-from charts.stage_job import STAGE_SERVICE_ACCOUNT
 from charts.vllm_service import VllmService
 from config.labels import PART_OF, PROJECT
 from config.schema import DeploymentConfig

@@ -15,7 +15,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TextIO
 
-from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, aws, load_config
+from cloud import aws
+from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, load_config
 from config.bucket_layout import MOUNT_PATH
 from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from model_build.artifact import artifact_plan
@@ -99,7 +100,7 @@ class Context:
     @cached_property
     def store(self) -> S3Store:
         """The command's one HeadBucket happens here, before any hashing: a missing bucket, denied access or a
-        silent endpoint fails first (within config.aws.SILENT_BOUND_S, each attempt shown)."""
+        silent endpoint fails first (within cloud.aws.SILENT_BOUND_S, each attempt shown)."""
         owner = aws.bucket_owner(self.bucket, self.config.region, "configure AWS credentials")
         client = make_s3_client(self.config.region, self.settings, owner, self.stream)
         aws.check_bucket(client, self.bucket)

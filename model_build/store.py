@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol, TextIO
 
-from config import aws
+from cloud import aws
 from model_build.errors import BuildError
 from model_build.progress import DEFAULT_LOG_INTERVAL_S, Progress
 
@@ -139,7 +139,7 @@ class S3Store:
     # --- small operations ------------------------------------------------------------------------
 
     def ensure_bucket(self) -> None:
-        """The command's one HeadBucket (config.aws.check_bucket); commands call it once, before any transfer."""
+        """The command's one HeadBucket (cloud.aws.check_bucket); commands call it once, before any transfer."""
         aws.check_bucket(self.client, self.bucket)
 
     def head(self, key: str, *, checksums: bool = False) -> RemoteObject | None:
@@ -378,7 +378,7 @@ class S3Store:
 
 
 def make_s3_client(region: str, settings: TransferSettings, owner: str, stream: TextIO | None = None) -> Any:
-    """A boto3 S3 client sized for the transfer pool, every call bounded (config/aws.py: a silent endpoint fails
+    """A boto3 S3 client sized for the transfer pool, every call bounded (cloud/aws.py: a silent endpoint fails
     a request within SILENT_BOUND_S, each attempt shown) and naming `owner` as the bucket's expected owner.
     AWS_ENDPOINT_URL is honoured by boto3."""
     return aws.s3_client(

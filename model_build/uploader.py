@@ -8,7 +8,7 @@ and resumably, through the store's public methods only.
 - Large files go up as multipart uploads of `part_size` bytes. An interrupted upload is resumed: parts
   S3 already holds are reused when their size, MD5 ETag (what S3 gives a part under SSE-S3) and, when S3
   lists it, CRC32 match the local bytes, so a re-run re-sends only what is missing. SHA-256 per part would
-  hash every byte a second time on both ends (measured in benchmarks/publish_bench.py).
+  hash every byte a second time on both ends (measured in perf/publish_bench.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from config import aws
+from cloud import aws
 from config.exit_codes import EXIT_FAILED
 from model_build.errors import BuildError
 from model_build.progress import Progress

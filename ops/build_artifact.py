@@ -14,8 +14,9 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from charts.model_build_job import profile_of, render_build_job
-from config import DeploymentConfig, ServingProfile, aws, load_config
+from charts.jobs.model_build import profile_of, render_build_job
+from cloud import aws
+from config import DeploymentConfig, ServingProfile, load_config
 from config.bucket_layout import artifact_prefix
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from model_build.artifact import artifact_plan

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import yaml
 
+from cloud.aws import caller_account
 from config import ConfigError, DeploymentConfig
-from config.aws import caller_account
 from config.exit_codes import EXIT_OK, EXIT_USAGE
 from model_build.errors import BuildError
 

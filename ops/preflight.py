@@ -2,7 +2,7 @@
 deploy` (a quota, a zone without trn2, an add-on version EKS does not offer, a bucket name taken) is one sentence now.
 
 One line per check: `ok`, `FAIL` with what is wrong and the fix, or `skipped` with why. Every AWS call goes through
-config/aws.py's bounded clients, and the checks after the identity run side by side under one deadline
+cloud/aws.py's bounded clients, and the checks after the identity run side by side under one deadline
 (DEADLINE_S): against an endpoint that never answers, the preflight still ends, with a sentence, within it. Nothing
 is created or changed. docs/preflight.md lists each check and its source.
 """
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-from config import aws, load_config
+from cloud import aws
+from config import load_config
 from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from config.neuron_ami import ami_driver, driver_text
 from config.schema import ConfigError, DeploymentConfig
@@ -32,7 +33,7 @@ from config.versions import for_kubernetes
 from ops.capacity_block import LAST_MINUTES
 
 # From the command's start (clients included), whatever the network does; with the interpreter's own start-up (1-2 s)
-# the whole `make preflight` ends within 30 s (benchmarks/preflight_silent.py measures it).
+# the whole `make preflight` ends within 30 s (perf/preflight_silent.py measures it).
 DEADLINE_S = 27.0
 HF_TIMEOUT_S = 8.0  # one Hugging Face API request
 HF_ENDPOINT = "https://huggingface.co"
@@ -72,7 +73,7 @@ class Skipped(Exception):
 
 
 def clients(region: str, stream: TextIO) -> dict[str, Any]:
-    """The bounded clients (config/aws.py), made here in one thread: boto3's default session is not thread-safe."""
+    """The bounded clients (cloud/aws.py), made here in one thread: boto3's default session is not thread-safe."""
     made = {service: aws.client(service, region, stream=stream) for service in SERVICES if service != "s3"}
     # The account is not known yet (STS answers inside the deadline): the bucket check names it on its one call.
     return {**made, "s3": aws.s3_client(region, None, stream=stream)}

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.__main__ import parse_args
-from charts.bench_job import LOSSLESS, RUN, SWEEP, BenchMode, bench_run_argv, render_bench_job
+from charts.jobs.bench import LOSSLESS, RUN, SWEEP, BenchMode, bench_run_argv, render_bench_job
 from config import DeploymentConfig, load_config
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError
@@ -76,7 +76,7 @@ JOB_OWNED_FLAGS = {
 
 
 def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0, mode: BenchMode = RUN) -> int:
-    from config import aws
+    from cloud import aws
 
     config = load_config(config_path)
     if problem := bench_args_problem(config, extra_args, mode=mode):

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from charts.stage_job import HF_TOKEN_SECRET, render_stage_job
-from config import DeploymentConfig, aws, load_config
+from charts.jobs.stage import HF_TOKEN_SECRET, render_stage_job
+from cloud import aws
+from config import DeploymentConfig, load_config
 from config.bucket_layout import checkpoint_prefix, manifest_key
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.checkpoints import select_models

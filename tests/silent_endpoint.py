@@ -46,9 +46,9 @@ def refused_port() -> int:
         return s.getsockname()[1]
 
 
-SHOWN = [("1", "retrying"), ("2", "retrying"), ("3", "giving up")]  # what config.aws prints for 3 silent attempts
+SHOWN = [("1", "retrying"), ("2", "retrying"), ("3", "giving up")]  # what cloud.aws prints for 3 silent attempts
 
 
 def attempts_shown(text: str) -> list[tuple[str, str]]:
-    """The attempt lines config.aws.announce_retries printed: (attempt, what came next)."""
+    """The attempt lines cloud.aws.announce_retries printed: (attempt, what came next)."""
     return re.findall(r"attempt (\d)/3: \w+\); (retrying|giving up)", text)

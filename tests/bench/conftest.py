@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.loopback_server import Script
 from bench.prompts import DEFAULT_SUITE
-from bench.results import BenchResults, RunSettings
+from bench.results import BenchResults
 from bench.runner import Endpoint, run_benchmark
-from bench.selfcheck import loopback_server
+from bench.standin.selfcheck import loopback_server
+from bench.standin.server import Script
+from tests.bench.builders import run_settings
 
 FIXTURES = Path(__file__).with_name("fixtures")
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,18 +68,7 @@ def two_servers() -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="session")
 def bench_results(two_servers: dict[str, str]) -> BenchResults:
     """One real run of the runner against both servers: reused by runner, report and CloudWatch tests."""
-    settings = RunSettings(
-        suite="default",
-        api="chat",
-        mode="interleaved",
-        concurrency=REQUESTS,
-        rate=None,
-        requests=REQUESTS,
-        warmup=1,
-        max_tokens=MAX_TOKENS,
-        seed=0,
-        continuous_usage=True,
-    )
+    settings = run_settings(concurrency=REQUESTS, requests=REQUESTS, warmup=1, max_tokens=MAX_TOKENS)
     endpoints = [Endpoint(name, url) for name, url in two_servers.items()]
     cases = [c for c in DEFAULT_SUITE if c.name in CASES]
     return asyncio.run(run_benchmark(endpoints, cases, settings, log=lambda _: None))

@@ -23,9 +23,9 @@ from bench.client import (
     run_load,
     share_by_text,
 )
-from bench.loopback_server import Script
 from bench.results import summarize
-from bench.selfcheck import server_log
+from bench.standin.selfcheck import server_log
+from bench.standin.server import Script
 from tests.bench.conftest import Serve
 
 FAST = {"ttft_s": 0.03, "step_s": 0.005}
@@ -106,7 +106,7 @@ def test_natural_stop_ends_at_end_of_sequence_and_is_not_a_short_output(serve: S
 def test_64_streams_of_multi_token_chunks_are_all_recorded_and_token_weighted(serve: Serve) -> None:
     """64 concurrent streams with multi-token chunks (as speculation sends): every request is recorded with the
     server's chunking and token count. How close the timings are to the server's is measured by
-    benchmarks/client_accuracy.py and `python -m bench.selfcheck`, not asserted here."""
+    perf/client_accuracy.py and `python -m bench.standin.selfcheck`, not asserted here."""
     script = Script(ttft_s=0.2, step_s=0.02, pattern=(1, 3, 2, 4))
     url = serve(script)
     tokens = 100
@@ -286,7 +286,7 @@ def test_each_chunk_is_stamped_with_the_socket_read_that_completed_it() -> None:
 def test_streams_ending_together_are_stamped_after_the_server_wrote_and_before_we_parsed(serve: Serve) -> None:
     """The burst-end case (equal lengths, all finishing in the same instant), checked for causality only:
     every chunk's stamp lies between the server's write of it and our reader getting it. How close to the
-    write is measured by benchmarks/client_accuracy.py, not asserted here (a loaded machine would fail it)."""
+    write is measured by perf/client_accuracy.py, not asserted here (a loaded machine would fail it)."""
     script = Script(ttft_s=0.08, step_s=0.01, pattern=(1, 3, 2, 4))
     url = serve(script)
     prompts = [f"burst {i}" for i in range(16)]

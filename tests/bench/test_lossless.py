@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from bench.loopback_server import DIVERGED_ID_OFFSET, Script
 from bench.lossless import check, first_divergence, format_lossless
 from bench.prompts import TestCase, variations
-from bench.results import BenchResults, RequestRecord, RunSettings
+from bench.results import BenchResults, RequestRecord
 from bench.runner import Endpoint, format_table, run_benchmark
-from bench.selfcheck import loopback_server
+from bench.standin.selfcheck import loopback_server
+from bench.standin.server import DIVERGED_ID_OFFSET, Script
+from tests.bench.builders import run_settings
 from tests.bench.conftest import CASES, DIVERGES_AT, REQUESTS
 
 
@@ -79,10 +80,7 @@ def test_natural_stop_runs_beside_fixed_length_and_token_ids_are_compared_per_st
     common = {"ttft_s": 0.02, "step_s": 0.005, "token_ids": True, "eos_after": 12, "metrics": "none"}
     base_script = Script(pattern=(1,), **common)  # type: ignore[arg-type]
     spec_script = Script(pattern=(1, 3), diverge=((second, 4),), **common)  # type: ignore[arg-type]
-    settings = RunSettings(
-        suite="test", api="completions", mode="interleaved", concurrency=2, rate=None, requests=2, warmup=0,
-        max_tokens=20, seed=0, continuous_usage=False, stops=["fixed", "natural"],
-    )  # fmt: skip
+    settings = run_settings(suite="test", api="completions", concurrency=2, requests=2, max_tokens=20, continuous_usage=False, stops=["fixed", "natural"])  # fmt: skip
     with loopback_server(base_script, 120) as base, loopback_server(spec_script, 120) as spec:
         endpoints = [Endpoint("plain", base), Endpoint("spec", spec)]
         results = asyncio.run(run_benchmark(endpoints, cases, settings, log=lambda _: None))

@@ -15,9 +15,10 @@ import yaml
 
 from bench.__main__ import main
 from bench.cost import costs
-from bench.loopback_server import Script
 from bench.results import BenchResults, load_results, save_results
 from bench.runner import format_table
+from bench.standin.server import Script
+from tests.bench.builders import sweep_settings
 from tests.bench.conftest import ROOT, Serve
 from tests.conftest import default_config_dict
 
@@ -274,14 +275,15 @@ def test_tune_refuses_a_cost_ratio_that_is_not_a_finite_number(capsys: pytest.Ca
     assert exit_.value.code == 2 and "not a finite number" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [["run"], ["sweep", "--concurrency", "1"]])
 @pytest.mark.parametrize("where", ["directory", "under a file"])
 def test_an_unwritable_out_is_refused_before_any_request(
-    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    command: list[str], where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: a traceback after the first test case. Port 9 refuses: reaching it would be exit 1, not 2."""
     (tmp_path / "file").write_text("")
     out = tmp_path if where == "directory" else tmp_path / "file" / "r.json"
-    assert main(["run", "--endpoint", "a=http://127.0.0.1:9", "--out", str(out)]) == 2
+    assert main([*command, "--endpoint", "a=http://127.0.0.1:9", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"--out {str(out)!r}" in err and "choose another path" in err and "cannot reach" not in err
 
@@ -454,23 +456,9 @@ def test_sweep_report_on_an_odd_input_is_a_sentence(
 
 
 def test_sweep_report_to_an_unwritable_out_is_a_sentence(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from bench.results import RunSettings
-    from bench.sweep import SweepResults, SweepSettings, save_sweep
+    from bench.sweep.run import SweepResults, save_sweep
 
-    run = RunSettings(
-        suite="default",
-        api="chat",
-        mode="interleaved",
-        concurrency=1,
-        rate=None,
-        requests=1,
-        warmup=0,
-        max_tokens=4,
-        seed=0,
-        continuous_usage=True,
-        stops=["fixed"],
-    )
-    settings = SweepSettings(run=run, concurrencies=[1], rates=[], repeats=1, requests_per_point=1)
+    settings = sweep_settings()
     source = save_sweep(
         SweepResults(created_at="2026-11-26T00:00:00Z", settings=settings, points=[]), tmp_path / "s.json"
     )

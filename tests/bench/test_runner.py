@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 from bench.prompts import DEFAULT_SUITE
-from bench.results import BenchResults, RunSettings
+from bench.results import BenchResults
 from bench.runner import Endpoint, RunOptions, format_table, parse_endpoint, run_benchmark
+from tests.bench.builders import run_settings
 from tests.bench.conftest import CASES, MAX_TOKENS, REQUESTS, SPECULATIVE
 
 
@@ -91,14 +92,12 @@ def test_console_table_lists_every_run_with_speedups(bench_results: BenchResults
 
 @pytest.mark.timing
 def test_simultaneous_mode_and_rate_mode(two_servers: dict[str, str]) -> None:
-    settings = RunSettings(
-        suite="default",
+    settings = run_settings(
         api="completions",
         mode="simultaneous",
         concurrency=None,
         rate=50.0,
         requests=3,
-        warmup=0,
         max_tokens=8,
         seed=1,
         continuous_usage=False,
@@ -114,18 +113,7 @@ def test_simultaneous_mode_and_rate_mode(two_servers: dict[str, str]) -> None:
 
 
 def test_duplicate_names_are_refused() -> None:
-    settings = RunSettings(
-        suite="default",
-        api="chat",
-        mode="interleaved",
-        concurrency=1,
-        rate=None,
-        requests=1,
-        warmup=0,
-        max_tokens=1,
-        seed=0,
-        continuous_usage=True,
-    )
+    settings = run_settings(max_tokens=1)
     with pytest.raises(ValueError, match="unique names"):
         asyncio.run(run_benchmark([Endpoint("a", "http://x"), Endpoint("a", "http://y")], [], settings))
 
@@ -156,18 +144,7 @@ def test_a_silent_endpoint_stops_the_run_in_the_probe_timeout_even_with_a_model_
 
     from tests.silent_endpoint import silent_server
 
-    settings = RunSettings(
-        suite="default",
-        api="chat",
-        mode="interleaved",
-        concurrency=1,
-        rate=None,
-        requests=1,
-        warmup=0,
-        max_tokens=4,
-        seed=0,
-        continuous_usage=True,
-    )
+    settings = run_settings()
     options = RunOptions(request_timeout_s=600, model="Qwen/Qwen3-32B", probe_timeout_s=0.5)
     with silent_server() as port:
         started = time.monotonic()

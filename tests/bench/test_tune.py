@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.results import BenchResults, CaseRun, RequestRecord, RunSettings, VariantInfo, summarize
+from bench.results import BenchResults, CaseRun, RequestRecord, VariantInfo, summarize
 from bench.spec_metrics import SpecDecodeResult, alpha_from_length, expected_speedup, expected_tokens_per_step
 from bench.tune import (
     DEFAULT_TOLERANCE,
@@ -22,6 +22,7 @@ from bench.tune import (
     smallest_within,
 )
 from config.speculation import K_RANGE
+from tests.bench.builders import run_settings
 from tests.bench.conftest import CASES, SPECULATIVE
 
 
@@ -195,18 +196,7 @@ def synthetic(alpha_or_length: float, k: int, c: float, *, metrics: bool, is_len
     )
     return BenchResults(
         created_at="2026-01-01T00:00:00Z",  # type: ignore[arg-type]
-        settings=RunSettings(
-            suite="default",
-            api="chat",
-            mode="interleaved",
-            concurrency=4,
-            rate=None,
-            requests=4,
-            warmup=0,
-            max_tokens=sum(sizes) + 1,
-            seed=0,
-            continuous_usage=True,
-        ),
+        settings=run_settings(concurrency=4, requests=4, max_tokens=sum(sizes) + 1),
         variants=[
             VariantInfo(name="plain", base_url="http://b", model="m"),
             VariantInfo(name="fused", base_url="http://s", model="m", num_speculative_tokens=k),
@@ -359,7 +349,7 @@ def test_the_predicted_crossover_from_concurrency_1_and_two_baseline_loads_is_wi
     floor looks flat), which docs/sweep.md says."""
     import json
 
-    from bench.step_table import StepTable, step_at
+    from bench.standin.step_table import StepTable, step_at
     from bench.tune import linear_step, predicted_speedup
     from tests.bench.conftest import FIXTURES
 

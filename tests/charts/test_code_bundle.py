@@ -12,9 +12,9 @@ import tarfile
 
 import pytest
 
-from charts.bench_job import bench_code_files
 from charts.code_bundle import build_archive
-from charts.model_build_job import build_code_files
+from charts.jobs.bench import bench_code_files
+from charts.jobs.model_build import build_code_files
 from tests.charts.conftest import of_kind
 
 SHARED = "trn-specdec-shared-code"
@@ -74,6 +74,16 @@ def test_bench_archive_runs_the_bench_cli(serving_objects, tmp_path):
     assert sorted(str(p.relative_to(code)) for p in code.rglob("*.py")) == bench_code_files()
 
 
+def test_bench_archive_holds_the_sweep_subpackage_and_the_aws_clients(serving_objects, tmp_path):
+    """`bench sweep` in the Job imports the sweep pipeline (bench/sweep/, a subpackage) and the AWS clients
+    (cloud/, from the shared archive) only when it runs, so `bench run --help` would not notice them missing."""
+    code = tmp_path / "code"
+    _unpack_job_code(serving_objects, "trn-specdec-bench-code", code)
+    probe = "import bench.sweep.run, bench.sweep.adaptive, bench.sweep.analysis, bench.sweep.report, cloud.aws"
+    result = _run(["-c", probe], code, tmp_path)
+    assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.parametrize("name", [SHARED, "trn-specdec-build-code", "trn-specdec-bench-code"])
 def test_archives_leave_room_in_their_manifest(serving_objects, name):
     """An early warning: the archive is most of its chart group's manifest, whose hard limit (the kubectl handler's
@@ -84,9 +94,9 @@ def test_archives_leave_room_in_their_manifest(serving_objects, name):
 
 def test_every_job_mounts_and_unpacks_the_shared_and_its_own_archive(default_config, serving_objects):
     """Both archives' ConfigMaps are deployed, mounted, and unpacked (shared first) where PYTHONPATH points."""
-    from charts.bench_job import render_bench_job
-    from charts.model_build_job import render_build_job
-    from charts.stage_job import render_stage_job
+    from charts.jobs.bench import render_bench_job
+    from charts.jobs.model_build import render_build_job
+    from charts.jobs.stage import render_stage_job
 
     account, build, bench = "000000000000", "trn-specdec-build-code", "trn-specdec-bench-code"
     jobs = [
@@ -159,9 +169,9 @@ def test_job_requirements_hold_every_dependency_of_what_they_install(serving_obj
 
 
 def test_jobs_install_only_hash_checked_wheels(default_config):
-    from charts.bench_job import bench_script
-    from charts.model_build_job import build_script
-    from charts.stage_job import stage_script
+    from charts.jobs.bench import bench_script
+    from charts.jobs.model_build import build_script
+    from charts.jobs.stage import stage_script
 
     scripts = {
         "bench": bench_script(default_config, "bucket", "run1", []),

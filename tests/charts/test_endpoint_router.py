@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bench.selfcheck import server_log
+from bench.standin.selfcheck import server_log
 from charts.endpoint import WAITING, Resolver, Upstream
 from config import DeploymentConfig, parse_config
 from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER, SPILL_METRICS, STICKY_HEADER

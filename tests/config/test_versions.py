@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from charts.bench_job import render_bench_job
-from charts.model_build_job import render_build_job
-from charts.stage_job import render_stage_job
+from charts.jobs.bench import render_bench_job
+from charts.jobs.model_build import render_build_job
+from charts.jobs.stage import render_stage_job
 from config import DeploymentConfig
 from config.catalogue import PLACEHOLDER_ACCOUNT
 from config.kubernetes import SUPPORTED_KUBERNETES_VERSIONS

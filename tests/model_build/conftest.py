@@ -37,11 +37,11 @@ def s3(aws_env: str) -> Any:
 
 
 def our_s3_client() -> Any:
-    """An S3 client whose every call names moto's account as the bucket owner, as config.aws.s3_client's do (with
-    botocore's default timeouts: tests that cut config.aws's bounds must not cut this one's)."""
+    """An S3 client whose every call names moto's account as the bucket owner, as cloud.aws.s3_client's do (with
+    botocore's default timeouts: tests that cut cloud.aws's bounds must not cut this one's)."""
     import boto3
 
-    from config import aws
+    from cloud import aws
 
     client = boto3.client("s3", region_name="us-east-2")
     aws.expect_owner(client, MOTO_ACCOUNT)

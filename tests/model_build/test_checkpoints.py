@@ -89,7 +89,7 @@ def test_without_huggingface_hub_the_command_says_what_to_install(bucket, capsys
 def test_the_stage_role_allows_every_s3_call_of_staging(synth, default_config, make_store, bucket, tmp_path, aws_env):
     """An interrupted staging run and its resumption, call by call against the staging Job's synthesized role."""
 
-    from charts.stage_job import STAGE_SERVICE_ACCOUNT
+    from charts.jobs.stage import STAGE_SERVICE_ACCOUNT
 
     client = our_s3_client()
     calls = S3Calls(client)

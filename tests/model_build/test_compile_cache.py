@@ -85,24 +85,19 @@ def test_the_cache_is_built_by_the_serving_command_line_and_recorded(plugin, tmp
     assert port_closed(port), "the build must stop the vLLM it started"
 
 
-def test_a_vllm_that_exits_before_serving_fails_the_build(plugin, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("mode", "words"),
+    [("crash", "vLLM exited with code 3 before serving"), ("no-cache", "left no compile cache")],
+)
+def test_a_vllm_that_exits_or_leaves_no_cache_fails_the_build(mode, words, plugin, tmp_path, monkeypatch):
+    """Either way the build records nothing and leaves no vLLM behind."""
     config, profile = plugin
-    fake_vllm(tmp_path, monkeypatch, "crash")
+    fake_vllm(tmp_path, monkeypatch, mode)
     port, out = free_port(), tmp_path / "out"
     plan = cache_plan(config, profile, out_dir=str(out), models_root=STAGED)
-    with pytest.raises(BuildError, match="vLLM exited with code 3 before serving"):
+    with pytest.raises(BuildError, match=words):
         build_cache(plan, serving_argv(config, profile, port), out=out, port=port, timeout_s=120, poll_s=0.05)
-    assert not (out / BUILD_RECORD_NAME).exists()
-
-
-def test_a_server_that_left_no_cache_fails_the_build(plugin, tmp_path, monkeypatch):
-    config, profile = plugin
-    fake_vllm(tmp_path, monkeypatch, "no-cache")
-    port, out = free_port(), tmp_path / "out"
-    plan = cache_plan(config, profile, out_dir=str(out), models_root=STAGED)
-    with pytest.raises(BuildError, match="left no compile cache"):
-        build_cache(plan, serving_argv(config, profile, port), out=out, port=port, timeout_s=120, poll_s=0.05)
-    assert port_closed(port)
+    assert not (out / BUILD_RECORD_NAME).exists() and port_closed(port)
 
 
 def test_a_command_line_of_another_profile_is_refused_before_vllm_starts(plugin, tmp_path):

@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from charts.bench_job import SWEEP
-from config import aws, load_config
+from charts.jobs.bench import SWEEP
+from cloud import aws
+from config import load_config
 from config.bucket_layout import MANIFEST_NAME, artifact_prefix, checkpoint_prefix, results_key
 from model_build.errors import BuildError
 from model_build.plan import build_plan
@@ -39,6 +40,7 @@ from ops.out_of_service import OutOfService
 from ops.run_benchmark import main as bench_main
 from ops.stage_checkpoints import main as stage_main
 from ops.stage_checkpoints import run_stage
+from tests.bench.builders import run_settings, sweep_settings
 from tests.conftest import MOTO_ACCOUNT, default_config_dict
 from tests.model_build.conftest import SMALL, fake_compile
 from tests.silent_endpoint import silent_server
@@ -566,19 +568,14 @@ def test_a_sweep_job_downloads_its_sweep_file_and_reports_it_with_plots(
     `bench sweep-report` writes the report, crossover.json and the plots the Job could not draw."""
     import boto3
 
-    from bench.results import RunSettings
-    from bench.sweep import SweepResults, SweepSettings
+    from bench.sweep.run import SweepResults
     from config.bucket_layout import sweep_key
 
     _bucket(staged=[])
     config = load_config()
-    run = RunSettings(
-        suite="default", api="chat", mode="interleaved", concurrency=1, rate=None, requests=4, warmup=0,
-        max_tokens=16, seed=0, continuous_usage=True,
-    )  # fmt: skip
     empty = SweepResults(
         created_at="2026-11-26T00:00:00Z",  # type: ignore[arg-type]
-        settings=SweepSettings(run=run, concurrencies=[1], rates=[], repeats=1, requests_per_point=4),
+        settings=sweep_settings(run=run_settings(requests=4, max_tokens=16), requests_per_point=4),
         points=[],
     )
     boto3.client("s3", region_name=config.region).put_object(

@@ -21,8 +21,8 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.stub import Stubber
 
+from cloud import aws as config_aws
 from config import DeploymentConfig, parse_config
-from config import aws as config_aws
 from config.exit_codes import EXIT_USAGE
 from config.versions import ADDONS
 from ops import preflight
@@ -56,7 +56,7 @@ def capacity_block_config(**extra: Any) -> DeploymentConfig:
 
 
 def make(config: DeploymentConfig, **stubbed: Any) -> Preflight:
-    """Bounded clients (config/aws.py) on the moto endpoint, with `stubbed` services replaced."""
+    """Bounded clients (cloud/aws.py) on the moto endpoint, with `stubbed` services replaced."""
     clients = {**preflight.clients(REGION, sys.stderr), **stubbed}  # the command's own clients, some replaced
     checker = Preflight(config, clients, sts=config_aws.client("sts", REGION), now=NOW, offline=True)
     checker.account = MOTO_ACCOUNT
@@ -121,7 +121,7 @@ def make_names() -> list[str]:
 
 def test_a_silent_endpoint_ends_at_the_deadline_with_a_sentence(silent_aws, monkeypatch):
     """The real run against an endpoint that accepts and never answers: at the deadline, a sentence, not a hang
-    (benchmarks/preflight_silent.py times the shipped 30 s deadline with the shipped timeouts)."""
+    (perf/preflight_silent.py times the shipped 30 s deadline with the shipped timeouts)."""
     out = io.StringIO()
     monkeypatch.setattr(preflight, "DEADLINE_S", 0.5)
     code = preflight.main(["--offline"], stream=out)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from charts import render_serving
-from charts.model_build_job import render_build_job
+from charts.jobs.model_build import render_build_job
 from config import parse_config
 from config.schema import DeploymentConfig
 from model_build.digest import profile_digest

@@ -1,0 +1,394 @@
+"""A scripted OpenAI-compatible streaming server on 127.0.0.1 whose per-token timing is known exactly.
+
+Why: the client's TTFT, TPOT and token-weighted ITL must be checked against truth, including chunks that carry
+several tokens as speculative decoding produces, and a real vLLM needs accelerators. Tests and
+`python -m bench.standin.selfcheck` start it with `python -m bench.standin.server`; it prints `LISTENING <url>` and
+stops by itself after --lifetime-s.
+
+Chunk i of a response is sent at request arrival + ttft + i * step (absolute schedule, so lateness does not
+accumulate); chunk sizes cycle through --pattern. Chunks after the first count as one speculative step with
+k drafted and (size - 1) accepted tokens in the V1 counters at /metrics.
+
+Load: a step takes either the linear model (--step-ms + --step-per-seq-ms x running) or, with a step-time curve
+(--step-table FILE --table-k K, or --step-curve), the measured time at the running batch (bench/standin/step_table.py),
+so a sweep over two stand-ins sees a memory-bound floor and then a compute-bound slope, as on an accelerator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aiohttp import web
+
+from bench.standin.step_table import Curve, StepTable, StepTableError, step_at
+
+Usage = Literal["auto", "final", "none"]
+# Misbehaviour after the second chunk: `data: null`, a line that is not JSON, or closing without [DONE].
+Fault = Literal["none", "null-event", "not-json", "truncate"]
+
+
+@dataclass(frozen=True)
+class Script:
+    """How the server answers: timing, chunking, which usage it reports, which metrics it exposes."""
+
+    ttft_s: float = 0.2
+    step_s: float = 0.04
+    pattern: tuple[int, ...] = (1,)
+    usage: Usage = "auto"  # auto: like vLLM, per-chunk usage only when the request asks continuous_usage_stats
+    token_ids: bool = False
+    metrics: Literal["v1", "none"] = "v1"
+    num_speculative_tokens: int = 7
+    model: str = "loopback-model"
+    fail_every: int = 0  # answer HTTP 503 to every n-th completion request (0: never)
+    prompt_patterns: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (substring, pattern): per-prompt chunking
+    fault: Fault = "none"
+    # (prompt substring, token position): from that position on, prompts containing it get other tokens
+    diverge: tuple[tuple[str, int], ...] = ()
+    eos_after: int | None = None  # without ignore_eos, the output ends here (finish_reason "stop")
+    # A model of load (bench sweep): each step after the first chunk takes step_s + step_per_seq_s x (requests
+    # running then); at most max_num_seqs run at once, the rest wait in arrival order (0: no limit).
+    step_per_seq_s: float = 0.0
+    max_num_seqs: int = 0
+    # A measured model of load instead of the linear one: step seconds per batch (bench/standin/step_table.py).
+    step_curve: Curve = ()
+
+    def step_at(self, running: int) -> float:
+        """Seconds of one step while `running` requests are in the batch."""
+        if self.step_curve:
+            return step_at(self.step_curve, max(running, 1))
+        return self.step_s + self.step_per_seq_s * running
+
+    def tpot_at(self, running: int, tokens: int, prompt: str = "") -> float:
+        """TPOT (e2e - TTFT) / (tokens - 1) of a `tokens`-token response while `running` requests are in the batch."""
+        steps = len(self.chunk_sizes(tokens, prompt)) - 1
+        return steps * self.step_at(running) / (tokens - 1) if tokens > 1 else 0.0
+
+    def diverges_at(self, prompt: str) -> int | None:
+        return next((at for sub, at in self.diverge if sub in prompt), None)
+
+    def output(self, tokens: int, prompt: str = "") -> tuple[str, list[int]]:
+        """The text and token ids of a response of `tokens` tokens to `prompt`."""
+        at = self.diverges_at(prompt)
+        return "".join(_token_text(i, at) for i in range(tokens)), [_token_id(i, at) for i in range(tokens)]
+
+    def chunk_sizes(self, tokens: int, prompt: str = "") -> list[int]:
+        pattern = next((p for sub, p in self.prompt_patterns if sub in prompt), self.pattern)
+        sizes: list[int] = []
+        left = tokens
+        while left > 0:
+            sizes.append(min(pattern[len(sizes) % len(pattern)], left))
+            left -= sizes[-1]
+        return sizes
+
+    def truth(self, tokens: int, prompt: str = "") -> dict[str, float]:
+        """What an exact client should report for a response of `tokens` tokens (seconds)."""
+        sizes = self.chunk_sizes(tokens, prompt)
+        times = [self.ttft_s + i * self.step_s for i in range(len(sizes))]
+        after_first = sum(sizes[1:])
+        e2e = times[-1]
+        return {
+            "ttft": self.ttft_s,
+            "e2e": e2e,
+            "tpot": (e2e - self.ttft_s) / (tokens - 1) if tokens > 1 else 0.0,
+            "itl_mean": (times[-1] - times[0]) / after_first if after_first else 0.0,
+        }
+
+
+@dataclass
+class _State:
+    requests: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    per_pos: list[int] = field(default_factory=list)
+    running: int = 0
+    received: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=200))
+
+
+_WORDS = ("alpha", "beta", "gamma", "delta")  # ' ' + 4-5 letters: near-uniform token text length
+DIVERGED_ID_OFFSET = 1000  # token i after a scripted divergence has id 1000 + i and text " zeta"
+
+
+def _token_text(i: int, diverge_at: int | None = None) -> str:
+    if diverge_at is not None and i >= diverge_at:
+        return " zeta"
+    return " " + _WORDS[i % len(_WORDS)][:4]
+
+
+def _token_id(i: int, diverge_at: int | None = None) -> int:
+    return i + DIVERGED_ID_OFFSET if diverge_at is not None and i >= diverge_at else i
+
+
+def make_app(script: Script) -> web.Application:
+    state = _State(per_pos=[0] * script.num_speculative_tokens)
+    slots = asyncio.Semaphore(script.max_num_seqs or 1_000_000)  # 0: no limit
+    app = web.Application()
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": script.model, "object": "model"}]})
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text=_exposition(script, state), content_type="text/plain", charset="utf-8")
+
+    async def debug_requests(_: web.Request) -> web.Response:
+        return web.json_response(list(state.received))
+
+    async def complete(request: web.Request) -> web.StreamResponse:
+        arrived = time.perf_counter()
+        body = await request.json()
+        chat = request.path.endswith("/chat/completions")
+        log: dict[str, Any] = {"body": body, "arrived": arrived, "sent": []}
+        state.received.append(log)
+        state.requests += 1
+        if script.fail_every and state.requests % script.fail_every == 0:
+            return web.json_response({"error": {"message": "scripted failure", "code": 503}}, status=503)
+        tokens = int(body.get("max_tokens") or 16)
+        natural_end = script.eos_after is not None and not body.get("ignore_eos") and script.eos_after < tokens
+        if natural_end:
+            tokens = script.eos_after  # type: ignore[assignment]
+        options = body.get("stream_options") or {}
+        final_usage = script.usage != "none" and bool(options.get("include_usage"))
+        per_chunk = script.usage == "auto" and final_usage and bool(options.get("continuous_usage_stats"))
+        prompt_tokens = 7
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        await slots.acquire()  # queued until a sequence slot frees, like a full vLLM batch
+        due = _started(script, arrived) + script.ttft_s
+        state.running += 1
+        try:
+            rid = f"cmpl-{state.requests}"
+            created = int(time.time())
+            if chat:  # vLLM's first chat chunk carries the role and no token
+                first = _chunk(rid, created, script.model, chat, {"role": "assistant", "content": ""}, None, None)
+                if per_chunk:
+                    first["usage"] = _usage(prompt_tokens, 0)
+                await resp.write(_sse(first))
+            produced = 0
+            messages = body.get("messages") or [{}]
+            prompt = str(messages[-1].get("content", "")) if chat else str(body.get("prompt", ""))
+            sizes = script.chunk_sizes(tokens, prompt)
+            diverge_at = script.diverges_at(prompt)
+            log["sizes"] = sizes
+            for i, size in enumerate(sizes):
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                text = "".join(_token_text(produced + j, diverge_at) for j in range(size))
+                ids = [_token_id(produced + j, diverge_at) for j in range(size)] if script.token_ids else None
+                produced += size
+                last = i == len(sizes) - 1
+                content: dict[str, Any] = {"content": text} if chat else {"text": text}
+                finish = ("stop" if natural_end else "length") if last else None
+                event = _chunk(rid, created, script.model, chat, content, ids, finish)
+                if per_chunk:
+                    event["usage"] = _usage(prompt_tokens, produced)
+                payload = _sse(event)
+                if i > 0:
+                    _count_step(state, size, script.num_speculative_tokens)
+                if i == 1 and script.fault != "none":
+                    if script.fault == "truncate":
+                        await resp.write(payload)
+                        break
+                    payload += b"data: null\n\n" if script.fault == "null-event" else b"data: {oops\n\n"
+                if last:
+                    if final_usage:
+                        payload += _sse(
+                            {
+                                "id": rid,
+                                "object": "chat.completion.chunk" if chat else "text_completion",
+                                "created": created,
+                                "model": script.model,
+                                "choices": [],
+                                "usage": _usage(prompt_tokens, produced),
+                            }
+                        )
+                    payload += b"data: [DONE]\n\n"
+                log["sent"].append(time.perf_counter())
+                await resp.write(payload)
+                due += script.step_at(state.running)  # absolute schedule: lateness does not accumulate
+        finally:
+            state.running -= 1
+            slots.release()
+        await resp.write_eof()
+        return resp
+
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/debug/requests", debug_requests)
+    app.router.add_post("/v1/completions", complete)
+    app.router.add_post("/v1/chat/completions", complete)
+    return app
+
+
+def _started(script: Script, arrived: float) -> float:
+    """When a request's clock starts: on arrival, or with a batch limit when it got a slot (TTFT then includes
+    the wait in the queue, as the client sees it)."""
+    return time.perf_counter() if script.max_num_seqs else arrived
+
+
+def _chunk(
+    rid: str, created: int, model: str, chat: bool, content: dict[str, Any], ids: list[int] | None, finish: str | None
+) -> dict[str, Any]:
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish}
+    if chat:
+        choice["delta"] = content
+    else:
+        choice.update(content)
+        choice["logprobs"] = None
+    if ids is not None:
+        choice["token_ids"] = ids
+    kind = "chat.completion.chunk" if chat else "text_completion"
+    return {"id": rid, "object": kind, "created": created, "model": model, "choices": [choice], "usage": None}
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _sse(event: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(event, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _count_step(state: _State, size: int, k: int) -> None:
+    accepted = min(size - 1, k)
+    state.drafts += 1
+    state.draft_tokens += k
+    state.accepted += accepted
+    for pos in range(accepted):
+        state.per_pos[pos] += 1
+
+
+def _exposition(script: Script, state: _State) -> str:
+    """vLLM V1's names and labels, in prometheus_client's text format."""
+    labels = f'engine="0",model_name="{script.model}"'
+    lines = [
+        "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+        "# TYPE vllm:num_requests_running gauge",
+        f"vllm:num_requests_running{{{labels}}} {float(state.running)}",
+    ]
+    if script.metrics == "v1":
+        for name, doc, value in (
+            ("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", state.drafts),
+            ("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", state.draft_tokens),
+            ("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", state.accepted),
+        ):
+            lines += [f"# HELP {name} {doc}", f"# TYPE {name} counter", f"{name}{{{labels}}} {float(value)}"]
+        name = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+        lines += [f"# HELP {name} Accepted tokens per draft position.", f"# TYPE {name} counter"]
+        lines += [f'{name}{{{labels},position="{i}"}} {float(v)}' for i, v in enumerate(state.per_pos)]
+    return "\n".join(lines) + "\n"
+
+
+def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
+    p = argparse.ArgumentParser(prog="python -m bench.standin.server", description=__doc__.splitlines()[0])
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port (printed on stdout)")
+    p.add_argument("--ttft-ms", type=float, default=200.0)
+    p.add_argument("--step-ms", type=float, default=40.0, help="time between chunks")
+    p.add_argument("--pattern", default="1", help="tokens per chunk, cycled, e.g. 1,3,2")
+    p.add_argument("--usage", choices=["auto", "final", "none"], default="auto")
+    p.add_argument("--token-ids", action="store_true", help="send choices[0].token_ids")
+    p.add_argument("--metrics", choices=["v1", "none"], default="v1")
+    p.add_argument("--k", type=int, default=7, help="drafted tokens per step in the V1 counters")
+    p.add_argument("--model", default="loopback-model")
+    p.add_argument("--fail-every", type=int, default=0)
+    p.add_argument("--fault", choices=["none", "null-event", "not-json", "truncate"], default="none")
+    p.add_argument(
+        "--pattern-for", action="append", default=[], metavar="TEXT=1,2", help="chunking for prompts containing TEXT"
+    )
+    p.add_argument(
+        "--diverge-for", action="append", default=[], metavar="TEXT=N", help="other tokens from position N on"
+    )
+    p.add_argument("--eos-after", type=int, default=None, help="without ignore_eos, stop after this many tokens")
+    p.add_argument("--step-per-seq-ms", type=float, default=0.0, help="step time added per running request")
+    p.add_argument("--max-num-seqs", type=int, default=0, help="requests running at once, the rest queue (0: no limit)")
+    p.add_argument(
+        "--step-table", help="measured step times (bench/standin/step_table.py format): the step at the running batch"
+    )
+    p.add_argument("--table-k", type=int, default=0, help="with --step-table: 0 the target alone, else k drafted")
+    p.add_argument("--time-scale", type=float, default=1.0, help="with --step-table: multiply every step time")
+    p.add_argument("--step-curve", help="step ms per batch, e.g. 1:25.6,16:27.1,64:32.9 (instead of --step-table)")
+    p.add_argument("--lifetime-s", type=float, default=600.0, help="exit after this long, whatever happens")
+    a = p.parse_args(argv)
+    try:
+        pattern = _pattern(a.pattern)
+        per_prompt = tuple((text, _pattern(spec)) for text, _, spec in (x.rpartition("=") for x in a.pattern_for))
+        diverge = tuple((text, int(at)) for text, _, at in (x.rpartition("=") for x in a.diverge_for))
+    except ValueError:
+        p.error("--pattern, --pattern-for and --diverge-for need integers, e.g. 1,3,2 and 'meaning of life=1'")
+    try:
+        curve = _curve(a.step_curve) if a.step_curve else ()
+        if a.step_table:
+            if a.table_k < 0 or not a.time_scale > 0:
+                raise StepTableError(f"--table-k {a.table_k} must be >= 0 and --time-scale {a.time_scale} > 0")
+            curve = StepTable.load(a.step_table).curve(a.table_k, a.time_scale)
+    except StepTableError as err:
+        p.error(str(err))
+    script = Script(
+        ttft_s=a.ttft_ms / 1000,
+        step_s=a.step_ms / 1000,
+        pattern=pattern,
+        usage=a.usage,
+        token_ids=a.token_ids,
+        metrics=a.metrics,
+        num_speculative_tokens=a.k,
+        model=a.model,
+        fail_every=a.fail_every,
+        prompt_patterns=per_prompt,
+        fault=a.fault,
+        diverge=diverge,
+        eos_after=a.eos_after,
+        step_per_seq_s=a.step_per_seq_ms / 1000,
+        max_num_seqs=a.max_num_seqs,
+        step_curve=curve,
+    )
+    return script, a.port, a.lifetime_s
+
+
+def _curve(spec: str) -> Curve:
+    """`1:25.6,16:27.1` (batch:ms) as (batch, seconds) pairs, increasing batch."""
+    try:
+        pairs = sorted((int(b), float(ms) / 1000) for b, _, ms in (x.partition(":") for x in spec.split(",")))
+    except ValueError:
+        raise StepTableError(f"--step-curve {spec!r} is not batch:ms pairs, e.g. 1:25.6,16:27.1,64:32.9") from None
+    if not pairs or pairs[0][0] < 1 or min(t for _, t in pairs) <= 0:
+        raise StepTableError(f"--step-curve {spec!r} needs batches >= 1 and step times > 0")
+    return tuple(pairs)
+
+
+def _pattern(spec: str) -> tuple[int, ...]:
+    pattern = tuple(int(x) for x in spec.split(","))
+    if not pattern or min(pattern) < 1:
+        raise ValueError(spec)
+    return pattern
+
+
+async def serve(script: Script, port: int, lifetime_s: float) -> None:
+    runner = web.AppRunner(make_app(script), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    host, bound = runner.addresses[0][:2]
+    print(f"LISTENING http://{host}:{bound}", flush=True)
+    try:
+        await asyncio.sleep(lifetime_s)
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> None:
+    script, port, lifetime = _parse_args(argv)
+    asyncio.run(serve(script, port, lifetime))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,425 @@
+"""The adaptive sweep (`bench sweep`'s default; `--grid full` runs every point): the same crossover as the full
+grid for a fraction of the requests.
+
+Why: most of a full grid's hours measure points whose verdict was never in doubt (1.7x at concurrency 1 needs no
+three repeats) or that lie far above the crossover, where the grid's largest concurrencies send the most requests.
+The crossover is a threshold on a speedup that falls with load, so it can be found by bisection.
+
+How, per load kind (concurrency, then rate), over the full grid's loads (concurrency only up to max_num_seqs:
+above it the batch is full and TPOT is that of max_num_seqs):
+1. Coarse pass upward from the lowest load, at most COARSE_STEP grid steps at a time (x4 on the doubling grid);
+   once two loads are measured, a step-time model fitted to them (TPOT per variant, linear between measured loads
+   and along the last slope above them) predicts every load, and the coarse pass stops at the first load whose
+   predicted speedup is not far (FAR) above the floor: the loads it passes are skipped.
+2. Bisection between the last paying and the first not-paying load, at the load whose predicted speedup is
+   nearest the floor (the middle one without a model), until they are neighbours in the grid.
+3. Only the two loads that bracket the crossover are repeated (up to `repeats`), until their speedup's interval
+   clears the floor on one side: with one repeat a per-request bootstrap interval (bench/sweep/analysis.py
+   observe), with more the range of the repeats (what crossover.json's `uncertain` reads). A bootstrap sees only
+   request-to-request noise, so a bracketing load gets a second repeat, and a third while its median lies within
+   DRIFT_Z run-to-run drifts (pooled over the repeated loads) of the floor.
+4. `budget_minutes` caps the wall time: a step that would pass it is not started, and the report says what is
+   left undecided.
+The crossover is then computed from the sweep file as for the full grid (bench/sweep/analysis.py crossovers), so
+crossover.json keeps its schema; a grid load that was not measured is absent from its `grid`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from bench.prompts import TestCase
+from bench.runner import Endpoint, Hardware, RunOptions, run_benchmark
+from bench.sweep.analysis import Observation, first_below, repeat_observations, straddles
+from bench.sweep.run import (
+    AdaptiveLog,
+    LoadKind,
+    LoadPoint,
+    PointDecision,
+    PointRun,
+    SweepResults,
+    SweepSettings,
+    derived_rates,
+    point_settings,
+)
+
+Series = tuple[str, str]  # (speculative variant, prompt kind)
+COARSE_STEP = 2  # grid loads per coarse step: x4 on the doubling concurrency grid
+DRIFT_Z = 2.0  # a median within this many run-to-run drifts of the floor is repeated
+# The 5% quantiles of the chi-square distribution for 1..10 degrees of freedom (NIST/SEMATECH e-Handbook of
+# Statistical Methods, 1.3.6.7.4 "Critical values of the chi-square distribution", lower tail 0.05): the upper
+# bound of a standard deviation from `dof` degrees of freedom is sqrt(dof x variance / quantile). Beyond 10
+# degrees of freedom the 10's bound is used (a little wider than needed).
+CHI2_LOWER_5 = (0.00393, 0.103, 0.352, 0.711, 1.145, 1.635, 2.167, 2.733, 3.325, 3.940)
+FAR = 0.15  # a predicted speedup more than 15% above the floor is not in doubt: the coarse pass skips that load
+
+
+def label(series: Series) -> str:
+    return f"{series[0]}/{series[1]}"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One (load, repeat): each series' observation, and its cost."""
+
+    observations: dict[Series, Observation]
+    requests: int
+    seconds: float
+    devices: int | None = None
+
+
+@dataclass(frozen=True)
+class Action:
+    value: float
+    repeat: int
+    reason: str
+
+
+@dataclass
+class Planner:
+    """Decides the next (load, repeat) of one load kind from what is measured so far. Pure: the async driver
+    (run_adaptive_sweep) and the simulations (bench/sweep/sim.py) feed it measurements."""
+
+    candidates: list[float]
+    floor: float
+    max_repeats: int
+    measured: dict[float, list[Measurement]] = field(default_factory=dict)
+    reasons: dict[float, list[str]] = field(default_factory=dict)
+    predicted: dict[float, dict[str, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.candidates = sorted(set(self.candidates))
+
+    def record(self, action: Action, measurement: Measurement) -> None:
+        if action.value not in self.measured:
+            self.predicted[action.value] = {label(s): p for s in self.series() if (p := self.predict(s, action.value))}
+        self.measured.setdefault(action.value, []).append(measurement)
+        self.reasons.setdefault(action.value, []).append(action.reason)
+
+    def series(self) -> list[Series]:
+        return list(dict.fromkeys(s for ms in self.measured.values() for m in ms for s in m.observations))
+
+    def observations(self, s: Series, value: float) -> list[Observation]:
+        return [m.observations[s] for m in self.measured.get(value, []) if s in m.observations]
+
+    def median(self, s: Series, value: float) -> float:
+        return statistics.median(o.speedup for o in self.observations(s, value))
+
+    def interval(self, s: Series, value: float) -> tuple[float, float]:
+        """One repeat: its bootstrap interval; more: the range of the repeats."""
+        obs = self.observations(s, value)
+        if len(obs) == 1:
+            return obs[0].low, obs[0].high
+        return min(o.speedup for o in obs), max(o.speedup for o in obs)
+
+    def drift(self, s: Series) -> float | None:
+        """Run-to-run spread of the speedup (relative, one sigma; its upper 95% bound), pooled over every load
+        measured more than once: what a per-request bootstrap of one repeat cannot see."""
+        sums, dof = 0.0, 0
+        for value in self.measured:
+            logs = [math.log(o.speedup) for o in self.observations(s, value) if o.speedup > 0]
+            if len(logs) > 1:
+                sums += statistics.variance(logs) * (len(logs) - 1)
+                dof += len(logs) - 1
+        if not dof:
+            return None
+        # an upper 95% confidence bound, not the estimate: from a few repeats the spread is often underestimated
+        capped = min(dof, len(CHI2_LOWER_5))
+        return math.sqrt(sums / dof * capped / CHI2_LOWER_5[capped - 1])
+
+    def doubt(self, s: Series, value: float) -> str | None:
+        """Why a load that brackets the crossover needs another repeat, or None when it is settled: it has all
+        its repeats, or its interval clears the floor, it has more than one repeat (one repeat's bootstrap sees
+        request-to-request noise, not run-to-run drift) and its median is more than DRIFT_Z pooled drifts from
+        the floor."""
+        n = len(self.observations(s, value))
+        if n >= self.max_repeats:
+            return None
+        low, high = self.interval(s, value)
+        if straddles(low, high, self.floor):
+            return f"interval {low:.3f}-{high:.3f}x holds the floor {self.floor:g}x"
+        if n < 2:
+            return f"one repeat ({low:.3f}-{high:.3f}x) shows no run-to-run drift"
+        drift = self.drift(s) or 0.0
+        if abs(math.log(self.median(s, value) / self.floor)) <= DRIFT_Z * drift:
+            return (
+                f"median {self.median(s, value):.3f}x within {DRIFT_Z:g} run-to-run drifts ({drift:.1%}) of the floor"
+            )
+        return None
+
+    def _loads(self, s: Series) -> list[float]:
+        return sorted(v for v in self.measured if self.observations(s, v))
+
+    def bracket(self, s: Series) -> tuple[float | None, float | None]:
+        """(last paying, first not paying) among the measured loads, by the crossover rule (first_below)."""
+        loads = self._loads(s)
+        i = first_below([self.median(s, v) for v in loads], self.floor)
+        if i is None:
+            return (loads[-1] if loads else None), None
+        return (loads[i - 1] if i else None), loads[i]
+
+    def predict(self, s: Series, value: float) -> float | None:
+        """The speedup at `value` from a step-time model of the measured loads: each side's TPOT linear between
+        them, flat below the lowest, along the last slope (never falling) above the highest."""
+        loads = self._loads(s)
+        if len(loads) < 2:
+            return None
+        pts = [
+            (v, statistics.median(o.base_tpot for o in obs), statistics.median(o.tpot for o in obs))
+            for v in loads
+            if (obs := self.observations(s, v))
+        ]
+
+        def at(i: int) -> float:
+            if value <= pts[0][0]:
+                return pts[0][i]
+            for a, b in itertools.pairwise(pts):
+                if value <= b[0]:
+                    return a[i] + (b[i] - a[i]) * (value - a[0]) / (b[0] - a[0])
+            a, b = pts[-2], pts[-1]
+            return b[i] + max(0.0, (b[i] - a[i]) / (b[0] - a[0])) * (value - b[0])
+
+        tpot = at(2)
+        return at(1) / tpot if tpot > 0 else None
+
+    def next(self) -> Action | None:
+        """The lowest load any series needs next, or None when every series' crossover is bracketed by
+        neighbouring, settled loads (or speculation paid up to the top of the grid)."""
+        if not self.measured:
+            return Action(self.candidates[0], 0, "coarse pass: the lowest load")
+        if not self.series():  # no speculative variant measured (or none with a TPOT): nothing to bisect
+            rest = [v for v in self.candidates if v not in self.measured]
+            return Action(rest[0], 0, "no speedup to bisect on: every load once") if rest else None
+        needs = [a for s in self.series() if (a := self._need(s)) is not None]
+        return min(needs, key=lambda a: (a.value, a.repeat)) if needs else None
+
+    def _need(self, s: Series) -> Action | None:
+        lo, hi = self.bracket(s)
+        index = self.candidates.index
+        if hi is None and lo is not None and index(lo) + 1 < len(self.candidates):
+            return self._coarse(s, index(lo))
+        if hi is not None and lo is not None and index(hi) - index(lo) > 1:
+            return self._bisect(s, lo, hi)
+        # the crossover lies between neighbouring loads (or at the grid's bottom or above its top): settle them
+        for value, side in ((hi, "first not paying"), (lo, "last paying")):
+            if value is not None and (why := self.doubt(s, value)) is not None:
+                return Action(value, len(self.measured[value]), f"repeat: {label(s)} {side}, {why}")
+        return None
+
+    def _bisect(self, s: Series, lo: float, hi: float) -> Action:
+        index = self.candidates.index
+        between = self.candidates[index(lo) + 1 : index(hi)]
+        guesses = {v: p for v in between if (p := self.predict(s, v)) is not None}
+        if guesses:
+            value = min(guesses, key=lambda v: abs(guesses[v] - self.floor))
+            why = f"predicted {guesses[value]:.3f}x, nearest the floor"
+        else:
+            value, why = between[len(between) // 2], "the middle load"
+        return Action(value, 0, f"bisection for {label(s)} between {lo:g} (pays) and {hi:g} (does not): {why}")
+
+    def _coarse(self, s: Series, last: int) -> Action:
+        top = min(last + COARSE_STEP, len(self.candidates) - 1)
+        for i in range(last + 1, top + 1):
+            value = self.candidates[i]
+            guess = self.predict(s, value)
+            if i == top or (guess is not None and guess < self.floor * (1 + FAR)):
+                why = "" if guess is None else f": predicted {guess:.3f}x"
+                return Action(value, 0, f"coarse pass for {label(s)} up from {self.candidates[last]:g}{why}")
+        raise AssertionError("unreachable: the loop returns at top")
+
+    def crossover(self, s: Series) -> tuple[float | None, bool]:
+        """(crossover, uncertain) as crossover.json states them (bench/sweep/analysis.py Crossover)."""
+        lo, hi = self.bracket(s)
+        uncertain = False
+        for value in (v for v in (lo, hi) if v is not None):
+            obs = self.observations(s, value)
+            speeds = [o.speedup for o in obs]
+            uncertain = uncertain or straddles(min(speeds), max(speeds), self.floor)
+        return hi, uncertain
+
+    def requests(self) -> int:
+        return sum(m.requests for ms in self.measured.values() for m in ms)
+
+    def decisions(self, kind: LoadKind, undecided: bool) -> list[PointDecision]:
+        """Every load of the grid: how it was decided, what it cost, what the model predicted."""
+        out = []
+        for value in self.candidates:
+            ms = self.measured.get(value, [])
+            minutes = sum(m.seconds for m in ms) / 60
+            devices = ms[0].devices if ms else None
+            if ms:
+                open_ = [label(s) for s in self.series() if value in self.bracket(s) and self.doubt(s, value)]
+                status = "undecided" if open_ and undecided else "measured"
+                reason = "; ".join(dict.fromkeys(self.reasons[value]))
+                if status == "undecided":
+                    reason += f"; still holds the floor for {', '.join(open_)} (budget)"
+                predicted = self.predicted.get(value, {})
+            else:
+                status, reason = "skipped", self._skip_reason(value)
+                predicted = {label(s): p for s in self.series() if (p := self.predict(s, value)) is not None}
+            out.append(
+                PointDecision(
+                    point=LoadPoint(kind=kind, value=value),
+                    status=status,
+                    reason=reason,
+                    repeats=len(ms),
+                    requests=sum(m.requests for m in ms),
+                    minutes=minutes,
+                    device_minutes=minutes * devices if devices else None,
+                    predicted=predicted,
+                )
+            )
+        return out
+
+    def _skip_reason(self, value: float) -> str:
+        parts = []
+        for s in self.series():
+            _lo, hi = self.bracket(s)
+            guess = self.predict(s, value)
+            at = "" if guess is None else f" (predicted {guess:.3f}x)"
+            if hi is not None and value > hi:
+                parts.append(f"{label(s)}: above its crossover {hi:g}{at}")
+            elif guess is not None and guess >= self.floor * (1 + FAR):
+                parts.append(f"{label(s)}: predicted {guess:.3f}x, far above the floor")
+            else:
+                parts.append(f"{label(s)}: not needed to bracket the crossover{at}")
+        return "not measured: " + "; ".join(parts) if parts else "not measured"
+
+    def left_open(self) -> list[str]:
+        """What a stop (the budget) leaves undecided, in words."""
+        out = []
+        for s in self.series():
+            if (action := self._need(s)) is not None:
+                lo, hi = self.bracket(s)
+                where = f"between {lo:g} and {hi:g}" if lo is not None and hi is not None else f"above {lo:g}"
+                out.append(f"{label(s)}: crossover {where} not settled (next: {action.reason})")
+        return out
+
+
+def _estimate_s(planner: Planner, value: float) -> float:
+    """Seconds of one more run at `value`: the nearest measured load's seconds per unit of load scaled up
+    (requests grow with concurrency), never less than that load's time."""
+    if not planner.measured:
+        return 0.0
+    nearest = min(planner.measured, key=lambda v: abs(v - value))
+    seconds = statistics.median(m.seconds for m in planner.measured[nearest])
+    return seconds * max(1.0, value / nearest)
+
+
+def _measurement(run: PointRun) -> Measurement:
+    runs = run.results.runs
+    devices = [v.devices for v in run.results.variants]
+    return Measurement(
+        observations=repeat_observations(run),
+        requests=sum(len(r.records) for r in runs),
+        seconds=sum(r.duration_s for r in runs),
+        devices=sum(d for d in devices if d) if all(devices) else None,
+    )
+
+
+async def run_adaptive_sweep(
+    endpoints: Sequence[Endpoint],
+    cases: Sequence[TestCase],
+    settings: SweepSettings,
+    floor: float,
+    *,
+    options: RunOptions | None = None,
+    k_by_variant: dict[str, int] | None = None,
+    baseline: str | None = None,
+    hardware: Hardware | None = None,
+    resume: SweepResults | None = None,
+    on_point: Callable[[SweepResults], None] = lambda _: None,
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> SweepResults:
+    """The concurrency loads, then the rate loads (derived from the concurrency points when not given), each
+    through a Planner. `resume`: runs already in the file are reused, so the same decisions follow."""
+    if resume is not None and resume.settings != settings:
+        raise ValueError(
+            "--resume: the sweep file was run with other settings "
+            f"({resume.settings.model_dump(exclude={'run'})}); pass the same options, or a new --out"
+        )
+    sweep = SweepResults(created_at=datetime.now(UTC), settings=settings, points=list(resume.points if resume else []))
+    budget_s = settings.budget_minutes * 60 if settings.budget_minutes else None
+    decisions: list[PointDecision] = []
+    left: list[str] = []
+    spent = 0.0
+    exhausted = False
+    mns = settings.max_num_seqs
+
+    def publish(extra: list[PointDecision], kind_left: list[str]) -> None:
+        sweep.adaptive = AdaptiveLog(
+            decisions=decisions + extra,
+            budget_minutes=settings.budget_minutes,
+            minutes=spent / 60,
+            budget_exhausted=exhausted,
+            undecided=left + kind_left,
+        )
+        on_point(sweep)
+
+    for kind in ("concurrency", "rate"):
+        if kind == "concurrency":
+            values = [float(c) for c in settings.concurrencies]
+        else:
+            values = list(settings.rates if settings.rates is not None else derived_rates(sweep))
+            if settings.rates is None and values:
+                log(f"rate grid (from the baseline's throughput at the highest concurrency measured): {values}")
+        beyond = [v for v in values if kind == "concurrency" and mns is not None and v > mns]
+        within = [v for v in values if v not in beyond]
+        if not within:
+            continue
+        planner = Planner(within, floor, settings.repeats)
+        while (action := planner.next()) is not None:
+            if budget_s is not None and spent + _estimate_s(planner, action.value) > budget_s:
+                exhausted = True
+                log(f"budget of {settings.budget_minutes:g} min reached before {action.reason}")
+                break
+            point = LoadPoint(kind=kind, value=action.value)
+            run = next((p for p in sweep.points if p.point == point and p.repeat == action.repeat), None)
+            if run is None:
+                log(f"[{point.label} #{action.repeat + 1}] {action.reason}")
+                wall = time.perf_counter()
+                results = await run_benchmark(
+                    endpoints,
+                    cases,
+                    point_settings(settings, point),
+                    options=options or RunOptions(),
+                    k_by_variant=k_by_variant,
+                    baseline=baseline,
+                    hardware=hardware,
+                    log=lambda line: log(f"  {line}"),
+                )
+                log(f"[{point.label} #{action.repeat + 1}] {time.perf_counter() - wall:.1f} s wall")
+                run = PointRun(point=point, repeat=action.repeat, results=results)
+                sweep.points.append(run)
+            measurement = _measurement(run)
+            spent += measurement.seconds
+            planner.record(action, measurement)
+            publish(planner.decisions(kind, undecided=False), [])
+        kind_left = planner.left_open() if exhausted else []
+        decisions.extend(planner.decisions(kind, undecided=exhausted))
+        decisions.extend(
+            PointDecision(
+                point=LoadPoint(kind=kind, value=v),
+                status="skipped",
+                reason=f"not measured: above max_num_seqs {mns}, the batch is full and TPOT is that of {mns}",
+                repeats=0,
+                requests=0,
+                minutes=0.0,
+                device_minutes=None,
+            )
+            for v in beyond
+        )
+        left.extend(kind_left)
+        if exhausted:
+            if kind == "concurrency":
+                left.append("the rate loads: not started (budget)")
+            break
+    publish([], [])
+    return sweep
