@@ -93,7 +93,7 @@ def _ms_stats(name: str, values: Sequence[float]) -> dict[str, float]:
 
 
 def peer_record(point: PointRun, run: CaseRun, variant: VariantInfo, api: str, slo: Slo) -> dict[str, Any]:
-    """One run as `vllm bench serve` saves it (vLLM 0.29.0 vllm/perf/serve.py: the result dict of
+    """One run as `vllm bench serve` saves it (vLLM 0.29.0 vllm/benchmarks/serve.py: the result dict of
     `benchmark()` and the keys `main` adds), plus `trn_specdec_*` keys saying which point it is. TTFT, TPOT and
     E2E as vLLM computes them; ITL per chunk gap (vLLM's definition), not our token-weighted ITL; prompt token
     counts are not measured (input lens 0)."""

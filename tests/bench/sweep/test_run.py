@@ -191,7 +191,7 @@ def _vllm_saved_keys() -> set[str]:
     extras, read from vLLM 0.29.0's own source (its result dict and result_json assignments)."""
     import ast
 
-    source = ROOT / ".venv-vllm-0.29.0/lib/python3.11/site-packages/vllm/perf/serve.py"
+    source = ROOT / ".venv-vllm-0.29.0/lib/python3.11/site-packages/vllm/benchmarks/serve.py"
     if not source.exists():
         pytest.skip("the vLLM 0.29.0 environment is not built (make test builds it)")
     tree = ast.parse(source.read_text())
