@@ -113,7 +113,7 @@ def waiting(config: DeploymentConfig, name: str, per_replica: int) -> int:
     envoyproxy/envoy source/common/conn_pool/conn_pool_base.cc), and vLLM 0.29.0's uvicorn closes a connection idle
     for 5 s (VLLM_HTTP_TIMEOUT_KEEP_ALIVE), so after a pause a burst finds no open connection: every request of it
     waits for one. With this many waiters a burst up to the floor's cap opens its connections and none spills (with 1,
-    measured: 5 of 12 requests of a 4-stream start spilled below the crossover). The cost: when every replica is
+    measured: 2 to 5 of 12 requests of a 4-stream start spilled below the crossover). The cost: when every replica is
     full, up to this many requests wait for a slot instead of spilling (docs/endpoint.md, "Spill follows the
     replicas"). Preconnecting (preconnect_policy) does not help: a request still needs a pending slot before any
     connection is ready; nor does a retry on the gate route: Envoy never retries an overflow
