@@ -7,8 +7,8 @@ under load: the speculative one emits 3 tokens per step of 20 ms + 12 ms per oth
 per step of 25 ms + 1 ms per other request. Per token the speculative arm is faster below about 7 concurrent
 requests and slower above (the crossover), so the endpoint sends every session to the speculative arm with a spill
 threshold of 7. At each concurrency, bench's client runs closed-loop through the pinned Envoy with spill on and
-then off; printed: mean TPOT, mean TTFT, and the requests the arm header says went where. Numbers, not an assert: the machine
-is shared. Expected (issue 21): above the crossover TPOT with spill < without; below, equal within noise.
+then off; printed: mean TPOT, mean TTFT, and the requests the arm header says went where. Numbers, not an assert:
+the machine is shared. Expected (issue 21): above the crossover TPOT with spill < without; below, equal within noise.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> None:
                     spilled = sum(r.counter(name, "speculative" + CAPPED_SUFFIX) for name in SPILL_METRICS)
                 print(
                     f"{streams:3d} streams ({'above' if streams > CROSSOVER else 'below'} the crossover {CROSSOVER}), "
-                    f"spill {'on ' if spill else 'off'}: mean TPOT {tpot:6.2f} ms, TTFT {ttft:7.1f} ms, spilled {spilled:.0f} of "
-                    f"{streams * args.requests_per_stream}",
+                    f"spill {'on ' if spill else 'off'}: mean TPOT {tpot:6.2f} ms, TTFT {ttft:7.1f} ms, "
+                    f"spilled {spilled:.0f} of {streams * args.requests_per_stream}",
                     flush=True,
                 )
 
