@@ -7,7 +7,8 @@ an aggregate cluster (priority 0 the arm, then the baseline). Spill: each spilli
 loopback listener whose cluster `<profile>-capped` follows the live replicas: it discovers each Ready pod through a
 headless Service (one DNS answer per pod, one Envoy host each), picks the least busy one, and allows `threshold`
 HTTP/1.1 connections per host, so `threshold` requests in flight per replica (docs/endpoint.md, "Spill follows the
-replicas"). Above that one request may wait for a slot; the next is refused with `x-envoy-overloaded`, and the
+replicas"). Above that up to threshold x the configured replicas wait for a slot (so a burst onto cold connections
+does not spill: `waiting`); the next is refused with `x-envoy-overloaded`, and the
 outer route retries once on the next priority (the baseline) with the `previous_priorities` retry plugin. Requests
 with the override header skip the cap (and are not counted by it).
 
@@ -41,10 +42,6 @@ LABELS = workload_labels("trn-specdec-endpoint")
 METRICS_PORT_NAME = "metrics"  # the container port the managed scraper keeps (stacks/constructs/managed_prometheus)
 ARM_METADATA = "trn-specdec"  # endpoint metadata namespace holding {"arm": <profile>}
 REPLICAS_SUFFIX = "-replicas"  # the headless Service of a spilling arm: its Ready pods, one DNS answer each
-# Requests allowed to wait for a replica's free slot, for the whole capped cluster. Not 0: Envoy queues even a request
-# that waits for a new connection as pending, so 0 refuses every request on a cold pool (tried here: all spilled).
-# 1 means a burst onto a cold pool opens one connection at a time (the others spill) and a full arm holds one waiter.
-WAITING = 1
 DNS_REFRESH = "5s"  # how often the capped cluster re-reads its replicas (Envoy's default; CoreDNS's TTL is 5 s too)
 ROUTER = {
     "name": "envoy.filters.http.router",
@@ -109,6 +106,22 @@ def _endpoint(address: dict[str, Any], arm: str | None) -> dict[str, Any]:
     return lb
 
 
+def waiting(config: DeploymentConfig, name: str, per_replica: int) -> int:
+    """Requests the capped cluster lets wait (max_pending_requests, for the whole cluster): the cap at the profile's
+    configured replicas (its floor), threshold x replicas.
+
+    Envoy counts a request waiting for a new upstream connection as pending (ConnPoolImplBase::newStreamImpl,
+    envoyproxy/envoy source/common/conn_pool/conn_pool_base.cc), and vLLM 0.29.0's uvicorn closes a connection idle
+    for 5 s (VLLM_HTTP_TIMEOUT_KEEP_ALIVE), so after a pause a burst finds no open connection: every request of it
+    waits for one. With this many waiters a burst up to the floor's cap opens its connections and none spills (with 1,
+    measured: 2 to 5 of 12 requests of a 4-stream start spilled below the crossover). The cost: when every replica is
+    full, up to this many requests wait for a slot instead of spilling (docs/endpoint.md, "Spill follows the
+    replicas"). Preconnecting (preconnect_policy) does not help: a request still needs a pending slot before any
+    connection is ready; nor does a retry on the gate route: Envoy never retries an overflow
+    (RetryStateImpl::wouldRetryFromReset, source/common/router/retry_state_impl.cc)."""
+    return per_replica * max(config.profile(name).replicas, 1)
+
+
 def _cluster(name: str, address: dict[str, Any], arm: str | None, **extra: Any) -> dict[str, Any]:
     return {
         "name": name,
@@ -130,7 +143,7 @@ class Resolver:
 
 
 def _capped_cluster(
-    name: str, replicas: Upstream, arm: str, per_replica: int, resolver: Resolver | None
+    name: str, replicas: Upstream, arm: str, per_replica: int, pending: int, resolver: Resolver | None
 ) -> dict[str, Any]:
     """Every Ready replica of the arm as its own host, `per_replica` HTTP/1.1 connections each (one request per
     connection), the least busy host first. Envoy's per-host circuit breakers take only max_connections
@@ -177,7 +190,7 @@ def _capped_cluster(
             ]
         },
         "circuit_breakers": {
-            "thresholds": [{"max_connections": big, "max_pending_requests": WAITING, "max_requests": big}],
+            "thresholds": [{"max_connections": big, "max_pending_requests": pending, "max_requests": big}],
             "per_host_thresholds": [{"max_connections": per_replica}],
         },
         "load_assignment": {
@@ -252,7 +265,8 @@ def clusters(
         )
     for name, per_replica in spill.items():
         pods = (replicas or upstreams)[name]
-        out.append(_capped_cluster(name + CAPPED_SUFFIX, pods, name, per_replica, resolver))
+        pending = waiting(config, name, per_replica)
+        out.append(_capped_cluster(name + CAPPED_SUFFIX, pods, name, per_replica, pending, resolver))
         gate = _address("127.0.0.1", gates[name])
         out.append(
             _cluster(name + GATED_SUFFIX, gate, name, health_checks=_health_check(), circuit_breakers=_unlimited())

@@ -7,8 +7,8 @@ under load: the speculative one emits 3 tokens per step of 20 ms + 12 ms per oth
 per step of 25 ms + 1 ms per other request. Per token the speculative arm is faster below about 7 concurrent
 requests and slower above (the crossover), so the endpoint sends every session to the speculative arm with a spill
 threshold of 7. At each concurrency, bench's client runs closed-loop through the pinned Envoy with spill on and
-then off; printed: mean TPOT, and the requests the arm header says went where. Numbers, not an assert: the machine
-is shared. Expected (issue 21): above the crossover TPOT with spill < without; below, equal within noise.
+then off; printed: mean TPOT, mean TTFT, and the requests the arm header says went where. Numbers, not an assert:
+the machine is shared. Expected (issue 21): above the crossover TPOT with spill < without; below, equal within noise.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ CROSSOVER = 7
 TOKENS = 24
 
 
-async def mean_tpot_ms(url: str, streams: int, requests: int) -> float:
+async def mean_tpot_ttft_ms(url: str, streams: int, requests: int) -> tuple[float, float]:
+    """Mean TPOT and mean TTFT: a request that waited for a slot on the arm shows in TTFT, not TPOT."""
     load = await run_load(
         Target(url, "loopback-model", "completions"), "hi", requests=requests, max_tokens=TOKENS, concurrency=streams
     )
@@ -46,7 +47,8 @@ async def mean_tpot_ms(url: str, streams: int, requests: int) -> float:
         for r in load.records
         if r.e2e_s is not None and r.ttft_s is not None and r.output_tokens > 1
     ]
-    return statistics.fmean(tpots)
+    ttfts = [r.ttft_s * 1000 for r in load.records if r.ttft_s is not None]
+    return statistics.fmean(tpots), statistics.fmean(ttfts)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,12 +73,12 @@ def main(argv: list[str] | None = None) -> None:
                     "spill_threshold": {"speculative": CROSSOVER},
                 }
                 with tempfile.TemporaryDirectory() as tmp, envoy_router(parse_config(data), upstreams, Path(tmp)) as r:
-                    tpot = asyncio.run(mean_tpot_ms(r.url, streams, streams * args.requests_per_stream))
+                    tpot, ttft = asyncio.run(mean_tpot_ttft_ms(r.url, streams, streams * args.requests_per_stream))
                     spilled = sum(r.counter(name, "speculative" + CAPPED_SUFFIX) for name in SPILL_METRICS)
                 print(
                     f"{streams:3d} streams ({'above' if streams > CROSSOVER else 'below'} the crossover {CROSSOVER}), "
-                    f"spill {'on ' if spill else 'off'}: mean TPOT {tpot:6.2f} ms, spilled {spilled:.0f} of "
-                    f"{streams * args.requests_per_stream}",
+                    f"spill {'on ' if spill else 'off'}: mean TPOT {tpot:6.2f} ms, TTFT {ttft:7.1f} ms, "
+                    f"spilled {spilled:.0f} of {streams * args.requests_per_stream}",
                     flush=True,
                 )
 

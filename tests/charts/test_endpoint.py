@@ -259,4 +259,6 @@ def test_a_spilling_arm_counts_its_ready_pods_through_a_headless_service_of_its_
     }
     assert capped["cluster_type"]["typed_config"]["all_addresses_in_single_endpoint"] is False
     assert capped["circuit_breakers"]["per_host_thresholds"] == [{"max_connections": 3}]
-    assert capped["circuit_breakers"]["thresholds"][0]["max_pending_requests"] == 1
+    assert capped["circuit_breakers"]["thresholds"][0]["max_pending_requests"] == 3 * 2, (
+        "the cap at the configured replicas"
+    )

@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from bench.standin.selfcheck import server_log
-from charts.endpoint import WAITING, Resolver, Upstream
+from charts.endpoint import Resolver, Upstream
 from config import DeploymentConfig, parse_config
 from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER, SPILL_METRICS, STICKY_HEADER
 from tests.conftest import ROOT, default_config_dict
@@ -27,9 +27,12 @@ from tests.router_harness import KeepAliveClient, LoopbackDns, Router, envoy_rou
 PROFILES = ["baseline", "speculative"]
 
 
-def endpoint_config(**endpoint: Any) -> DeploymentConfig:
+def endpoint_config(speculative_replicas: int = 1, **endpoint: Any) -> DeploymentConfig:
     data = default_config_dict()
     data["endpoint"] = {"weights": {"baseline": 90, "speculative": 10}, **endpoint}
+    for profile in data["profiles"]:
+        if profile["name"] == "speculative":
+            profile["replicas"] = speculative_replicas
     return parse_config(data)
 
 
@@ -198,22 +201,25 @@ def spilled(router: Router) -> float:
 def test_above_the_threshold_new_requests_spill_to_the_baseline_and_are_counted(
     slow_stand_ins: dict[str, Upstream], tmp_path: Path
 ) -> None:
-    """Threshold 2 on one replica: two run, WAITING (1) waits for a slot, the rest spill and are counted."""
+    """Threshold 2 on one replica: two run, two (threshold x 1 configured replica) wait for a slot, the rest spill and
+    are counted."""
     config = endpoint_config(weights={"baseline": 0, "speculative": 100}, spill_threshold={"speculative": 2})
     with envoy_router(config, slow_stand_ins, tmp_path) as router:
         results = asyncio.run(staggered_completions(router, 6))
         spill = spilled(router)
         below = asyncio.run(concurrent_completions(router, [{STICKY_HEADER: f"u{i}"} for i in range(2)]))
-    assert Counter(arm for _, arm, _ in results) == {"speculative": 2 + WAITING, "baseline": 4 - WAITING}
+    assert Counter(arm for _, arm, _ in results) == {"speculative": 2 + 2, "baseline": 6 - 2 - 2}
     assert {status for status, _, _ in results} == {200}
-    assert spill == 4 - WAITING
+    assert spill == 6 - 2 - 2
     assert Counter(below) == {(200, "speculative"): 2}, "at the threshold nothing spills"
 
 
 def test_the_spill_cap_follows_the_replicas_as_they_come_and_go(tmp_path: Path) -> None:
     """The speculative arm's replicas are what a headless Service's DNS name answers (here a loopback DNS server):
-    one replica spills above 1 x threshold, a second one added lifts it to 2 x, removing one brings back 1 x."""
+    one replica spills above 1 x threshold, a second one added lifts it to 2 x, removing one brings back 1 x. Up to
+    threshold x 1 (the configured replicas) wait for a slot in each phase."""
     threshold, name = 2, "speculative-replicas.test"
+    wait = threshold  # the configured replicas: 1
     port = free_port()
     timing = {"ttft_ms": 1500.0, "step_ms": 20.0}
     config = endpoint_config(weights={"baseline": 0, "speculative": 100}, spill_threshold={"speculative": threshold})
@@ -236,19 +242,16 @@ def test_the_spill_cap_follows_the_replicas_as_they_come_and_go(tmp_path: Path) 
                 while router.hosts("speculative" + CAPPED_SUFFIX) != want and time.monotonic() < deadline:
                     time.sleep(0.1)
                 assert router.hosts("speculative" + CAPPED_SUFFIX) == want, "Envoy did not follow the DNS answer"
-                phases.append(asyncio.run(staggered_completions(router, 7)))
+                phases.append(asyncio.run(staggered_completions(router, 9)))
     one, two, one_again = ([(arm, model) for status, arm, model in p if status == 200] for p in phases)
-    assert [len(p) for p in phases] == [7, 7, 7] and all(s == 200 for p in phases for s, _, _ in p)
-    assert Counter(a for a, _ in one) == {"speculative": threshold + WAITING, "baseline": 7 - threshold - WAITING}
-    assert Counter(a for a, _ in two) == {
-        "speculative": 2 * threshold + WAITING,
-        "baseline": 7 - 2 * threshold - WAITING,
-    }
-    assert Counter(m for a, m in two if a == "speculative") in (
-        {"replica-a": threshold + WAITING, "replica-b": threshold},
-        {"replica-a": threshold, "replica-b": threshold + WAITING},
-    ), "each replica holds the threshold; the waiting one goes to whichever frees a slot"
-    assert Counter(a for a, _ in one_again) == {"speculative": threshold + WAITING, "baseline": 7 - threshold - WAITING}
+    assert [len(p) for p in phases] == [9, 9, 9] and all(s == 200 for p in phases for s, _, _ in p)
+    assert Counter(a for a, _ in one) == {"speculative": threshold + wait, "baseline": 9 - threshold - wait}
+    assert Counter(a for a, _ in two) == {"speculative": 2 * threshold + wait, "baseline": 9 - 2 * threshold - wait}
+    per_replica = Counter(m for a, m in two if a == "speculative")
+    assert set(per_replica) == {"replica-a", "replica-b"} and min(per_replica.values()) >= threshold, (
+        f"each replica holds the threshold; the waiters go to whichever frees a slot: {per_replica}"
+    )
+    assert Counter(a for a, _ in one_again) == {"speculative": threshold + wait, "baseline": 9 - threshold - wait}
     assert {m for a, m in one if a == "speculative"} == {"replica-a"}
     assert {m for a, m in one_again if a == "speculative"} == {"replica-b"}
 
@@ -280,3 +283,33 @@ def test_bench_run_through_the_endpoint_picks_each_arm_with_the_override_header(
             served = {name: len(server_log(s.url, 200)) for name, s in si.items()}
     assert done.returncode == 0, done.stderr[-2000:]
     assert served == {"baseline": 3, "speculative": 3}
+
+
+@pytest.mark.parametrize("live", [["127.0.0.2"], ["127.0.0.2", "127.0.0.3"]], ids=["one-replica", "two-replicas"])
+def test_a_simultaneous_burst_up_to_the_cap_onto_cold_connections_does_not_spill(
+    live: list[str], tmp_path: Path
+) -> None:
+    """threshold x replicas requests started at once onto an Envoy with no upstream connection open yet (its first
+    requests, or after vLLM closed idle ones): every one waits for its connection on the arm, none spills. The
+    replicas are the configured ones (the waiters allowed are threshold x those: charts.endpoint.waiting)."""
+    threshold, name = 3, "speculative-replicas.test"
+    port = free_port()
+    timing = {"ttft_ms": 1000.0, "step_ms": 20.0}
+    config = endpoint_config(
+        len(live), weights={"baseline": 0, "speculative": 100}, spill_threshold={"speculative": threshold}
+    )
+    with (
+        LoopbackDns() as dns,
+        stand_ins(PROFILES, **timing) as services,
+        stand_in("replica-a", address=("127.0.0.2", port), **timing),
+        stand_in("replica-b", address=("127.0.0.3", port), **timing),
+    ):
+        upstreams = {n: Upstream("127.0.0.1", s.port) for n, s in services.items()}
+        dns.records[name] = live
+        resolver = Resolver(Upstream("127.0.0.1", dns.port), refresh="0.2s")
+        replicas = {"speculative": Upstream(name, port)}
+        with envoy_router(config, upstreams, tmp_path, replicas=replicas, resolver=resolver) as router:
+            burst = threshold * len(live)
+            results = asyncio.run(concurrent_completions(router, [{STICKY_HEADER: f"u{i}"} for i in range(burst)]))
+            spill = spilled(router)
+    assert spill == 0 and Counter(results) == {(200, "speculative"): burst}, f"{spill:.0f} of {burst} spilled"
