@@ -12,14 +12,14 @@ from cloud import aws
 from config.bucket_layout import models_bucket_account
 from config.exit_codes import CommandError
 from model_build.store import TransferSettings, make_s3_client
-from tests.conftest import MOTO_ACCOUNT
+from tests.conftest import EXAMPLE_ACCOUNT, MOTO_ACCOUNT
 from tests.silent_endpoint import SHOWN, attempts_shown, refused_port, silent_server
 
 
 def test_the_shipped_bound_is_under_a_minute():
     assert aws.ATTEMPTS == 3
     assert aws.SILENT_BOUND_S == 3 * 15.0 + 3.0 <= 60
-    config = make_s3_client("us-east-2", TransferSettings(), "123456789012").meta.config
+    config = make_s3_client("us-east-2", TransferSettings(), EXAMPLE_ACCOUNT).meta.config
     assert (config.read_timeout, config.connect_timeout) == (aws.READ_S, aws.CONNECT_S)
     assert config.retries == {"mode": "standard", "total_max_attempts": aws.ATTEMPTS}
 
@@ -39,7 +39,7 @@ def test_a_bucket_check_against_an_endpoint_that_does_not_answer_is_a_sentence_w
         port = port if endpoint == "silent" else refused_port()
         monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
         with pytest.raises(CommandError, match=r"HeadBucket bucket-x: AWS did not answer .*3 attempts.*NAT gateway"):
-            aws.check_bucket(aws.s3_client("us-east-2", "123456789012", stream=out), "bucket-x")
+            aws.check_bucket(aws.s3_client("us-east-2", EXAMPLE_ACCOUNT, stream=out), "bucket-x")
     assert attempts_shown(out.getvalue()) == SHOWN
 
 
@@ -87,7 +87,8 @@ def test_an_s3_client_without_an_owner_is_refused():
 
 
 def test_the_owner_comes_from_the_models_bucket_name_else_from_sts(aws_env):
-    assert aws.bucket_owner("trn-specdec-models-210987654321-eu-west-1", "us-east-2", "fix") == "210987654321"
+    named = f"trn-specdec-models-{EXAMPLE_ACCOUNT}-eu-west-1"  # the placeholder, not the credentials' (moto's) account
+    assert aws.bucket_owner(named, "us-east-2", "fix") == EXAMPLE_ACCOUNT != MOTO_ACCOUNT
     assert aws.bucket_owner("my-own-bucket", "us-east-2", "fix") == MOTO_ACCOUNT  # the credentials' account
     assert models_bucket_account("trn-specdec-models-<account>-us-east-2") is None
     assert models_bucket_account("x-models-12345678901-us-east-2") is None  # 11 digits: not an account
