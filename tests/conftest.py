@@ -108,6 +108,15 @@ class Synth:
         ]
         return data
 
+    def helm_chart(self, chart: str) -> dict[str, Any]:
+        """Properties of the one Helm chart resource of the Cluster stack that installs `chart` (its chart name)."""
+        (props,) = [
+            r["Properties"]
+            for r in self.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()
+            if r["Properties"]["Chart"] == chart
+        ]
+        return props
+
 
 def synthesize(config: DeploymentConfig, outdir: Path) -> Synth:
     from aws_cdk import App, Validations
