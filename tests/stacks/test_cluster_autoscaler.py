@@ -110,13 +110,7 @@ def _autoscaler_statements(synth) -> list[dict[str, Any]]:
     ]
     assert assoc["Namespace"] == "kube-system"
     assert _values(synth)["rbac"]["serviceAccount"]["name"] == assoc["ServiceAccount"]
-    role = assoc["RoleArn"]["Fn::GetAtt"][0]
-    return [
-        s
-        for r in template.values()
-        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
-        for s in r["Properties"]["PolicyDocument"]["Statement"]
-    ]
+    return synth.role_statements(assoc["RoleArn"]["Fn::GetAtt"][0])
 
 
 @pytest.mark.parametrize(

@@ -50,12 +50,7 @@ def test_grafana_reads_only_the_metrics_workspace_and_cloudwatch_metrics(synth):
     ]
     assert assoc["ServiceAccount"] == values(synth)["serviceAccount"]["name"]
     role_id = assoc["RoleArn"]["Fn::GetAtt"][0]
-    statements = [
-        s
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
-        for s in r["Properties"]["PolicyDocument"]["Statement"]
-    ]
+    statements = synth.role_statements(role_id)
     by_resource = {json.dumps(s["Resource"]): sorted(s["Action"]) for s in statements}
     assert by_resource == {
         json.dumps({"Fn::GetAtt": [workspace_id, "Arn"]}): sorted(QUERY_ACTIONS),
