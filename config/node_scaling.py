@@ -39,10 +39,15 @@ def scale_down_delay_after_add_seconds(config: Any) -> int:
     return int(config.scaling.time_to_ready_seconds)
 
 
+def node_overdue_seconds(config: Any) -> int:
+    """Twice the expected node Ready: a node a scale-up asked for that is not Ready by then is not coming."""
+    return 2 * int(config.trn2_nodes.node_ready_seconds)
+
+
 def max_node_provision_seconds(config: Any) -> int:
-    """How long CA waits for a launched node to register before it gives up on it: twice the expected node Ready,
+    """How long CA waits for a launched node to register before it gives up on it: until the node is overdue,
     never below CA's own 15 minutes."""
-    return max(MAX_NODE_PROVISION_DEFAULT_SECONDS, 2 * int(config.trn2_nodes.node_ready_seconds))
+    return max(MAX_NODE_PROVISION_DEFAULT_SECONDS, node_overdue_seconds(config))
 
 
 def duration(seconds: int) -> str:

@@ -166,21 +166,12 @@ SERVING_IMAGES_OWNER = (
 
 @dataclass(frozen=True)
 class Versions:
-    """Everything pinned for one Kubernetes version."""
+    """What differs per Kubernetes version (CHARTS, IMAGES and PLUGINS are the same for every one)."""
 
-    kubernetes: str
     addons: dict[str, Pin]
-    charts: dict[str, ChartPin]
-    images: dict[str, Pin]
     cluster_autoscaler_image: Pin
 
 
 def for_kubernetes(version: str) -> Versions:
     """The pins for a supported Kubernetes version (the config schema admits only those)."""
-    return Versions(
-        kubernetes=version,
-        addons=ADDONS[version],
-        charts=CHARTS,
-        images=IMAGES,
-        cluster_autoscaler_image=CLUSTER_AUTOSCALER_IMAGES[version],
-    )
+    return Versions(addons=ADDONS[version], cluster_autoscaler_image=CLUSTER_AUTOSCALER_IMAGES[version])

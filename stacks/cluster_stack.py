@@ -16,7 +16,7 @@ from constructs import Construct
 from config.catalogue import NODE_ROLE_LABEL, PRIVATE_SUBNET_PREFIX, PUBLIC_SUBNET_PREFIX
 from config.kubernetes import KUBECTL_LAYERS
 from config.schema import DeploymentConfig
-from config.versions import ADDONS
+from config.versions import ADDONS, POD_IDENTITY_AGENT
 from stacks.constructs.capacity_block_notice import CapacityBlockNotice
 from stacks.constructs.cluster_autoscaler import ClusterAutoscaler
 from stacks.constructs.grafana import Grafana
@@ -192,10 +192,8 @@ class ClusterStack(Stack):
             tags=config.tags,
         )
         self.keda = Keda(self, "Keda", cluster=self.cluster, workspace_arn=self.metrics.workspace.attr_arn)
-        self.keda.chart.node.add_dependency(self.system_nodes, self.addons["eks-pod-identity-agent"])
         # Trn2 nodes follow the replicas KEDA asks for, between the group's floor and ceiling (docs/elastic-capacity.md).
         self.cluster_autoscaler = ClusterAutoscaler(self, "ClusterAutoscaler", cluster=self.cluster, config=config)
-        self.cluster_autoscaler.chart.node.add_dependency(self.system_nodes, self.addons["eks-pod-identity-agent"])
         # The viewer of the same series (docs/dashboard.md).
         self.grafana = Grafana(
             self,
@@ -205,7 +203,9 @@ class ClusterStack(Stack):
             workspace_arn=self.metrics.workspace.attr_arn,
             query_url=self.metrics.query_url,
         )
-        self.grafana.chart.node.add_dependency(self.system_nodes, self.addons["eks-pod-identity-agent"])
+        # Each chart signs with Pod Identity and runs on the system nodes: both must be there before it installs.
+        for signed in (self.keda, self.cluster_autoscaler, self.grafana):
+            signed.chart.node.add_dependency(self.system_nodes, self.addons[POD_IDENTITY_AGENT])
         self._acknowledge_cdk_internals()
 
     def _acknowledge_cdk_internals(self) -> None:

@@ -108,6 +108,24 @@ class Synth:
         ]
         return data
 
+    def helm_chart(self, chart: str) -> dict[str, Any]:
+        """Properties of the one Helm chart resource of the Cluster stack that installs `chart` (its chart name)."""
+        (props,) = [
+            r["Properties"]
+            for r in self.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()
+            if r["Properties"]["Chart"] == chart
+        ]
+        return props
+
+    def role_statements(self, role_id: str, suffix: str = "Cluster") -> list[dict[str, Any]]:
+        """Every statement of the AWS::IAM::Policy resources CDK attached to the role with logical id `role_id`."""
+        return [
+            s
+            for p in self.resources(suffix, "AWS::IAM::Policy").values()
+            if {"Ref": role_id} in p["Properties"]["Roles"]
+            for s in p["Properties"]["PolicyDocument"]["Statement"]
+        ]
+
 
 def synthesize(config: DeploymentConfig, outdir: Path) -> Synth:
     from aws_cdk import App, Validations

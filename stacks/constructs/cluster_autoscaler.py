@@ -3,7 +3,7 @@ may change only this cluster's node groups (docs/elastic-capacity.md)."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -12,6 +12,7 @@ from config import node_scaling
 from config.catalogue import NODE_ROLE_LABEL
 from config.schema import DeploymentConfig
 from config.versions import CHARTS, CLUSTER_AUTOSCALER, CLUSTER_AUTOSCALER_REPOSITORY, for_kubernetes
+from stacks.constructs.pinned_chart import pinned_chart
 from stacks.constructs.pod_identity_role import PodIdentityRole
 from stacks.nag import acknowledge
 
@@ -127,18 +128,13 @@ class ClusterAutoscaler(Construct):
             "nodeSelector": {NODE_ROLE_LABEL: "system"},
             "extraArgs": extra_args(config),
         }
-        self.chart = eks.HelmChart(
+        self.chart = pinned_chart(
             self,
-            "Chart",
             cluster=cluster,
-            chart=chart.chart,
-            repository=chart.repository,
-            version=chart.version,
+            pin=chart,
             release=RELEASE,
             namespace=NAMESPACE,
             create_namespace=False,
             values=self.values,
-            wait=True,
-            timeout=Duration.minutes(10),
+            after=self.identity.association,
         )
-        self.chart.node.add_dependency(self.identity.association)

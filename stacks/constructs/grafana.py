@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -26,6 +26,7 @@ from charts.live_dashboard import (
 from config.catalogue import GRAFANA_NAMESPACE, NODE_ROLE_LABEL
 from config.schema import DeploymentConfig
 from config.versions import CHARTS, GRAFANA, GRAFANA_AMP_PLUGIN_ID, PLUGINS
+from stacks.constructs.pinned_chart import pinned_chart
 from stacks.constructs.pod_identity_role import PodIdentityRole
 from stacks.nag import acknowledge
 
@@ -150,18 +151,13 @@ class Grafana(Construct):
             ("[Resource::*]",),
         )
         self.values = grafana_values(config, query_url, Stack.of(self).region)
-        self.chart = eks.HelmChart(
+        self.chart = pinned_chart(
             self,
-            "Chart",
             cluster=cluster,
-            chart=GRAFANA_CHART.chart,
-            repository=GRAFANA_CHART.repository,
-            version=GRAFANA_CHART.version,
+            pin=GRAFANA_CHART,
             release=GRAFANA_RELEASE,
             namespace=GRAFANA_NAMESPACE,
             create_namespace=True,
             values=self.values,
-            wait=True,
-            timeout=Duration.minutes(10),
+            after=self.identity.association,
         )
-        self.chart.node.add_dependency(self.identity.association)

@@ -3,13 +3,13 @@ workspace."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from config.catalogue import KEDA_NAMESPACE, NODE_ROLE_LABEL
 from config.versions import CHARTS, KEDA
+from stacks.constructs.pinned_chart import pinned_chart
 from stacks.constructs.pod_identity_role import PodIdentityRole
 
 # The pinned chart comes from the version map (config/versions.py, kedacore/charts keda 2.20.2 at cbb9bb8c). The
@@ -45,18 +45,13 @@ class Keda(Construct):
             "nodeSelector": {NODE_ROLE_LABEL: "system"},
             "serviceAccount": {"operator": {"name": KEDA_OPERATOR_SERVICE_ACCOUNT}},
         }
-        self.chart = eks.HelmChart(
+        self.chart = pinned_chart(
             self,
-            "Chart",
             cluster=cluster,
-            chart=KEDA_CHART.chart,
-            repository=KEDA_CHART.repository,
-            version=KEDA_CHART.version,
+            pin=KEDA_CHART,
             release="keda",
             namespace=KEDA_NAMESPACE,
             create_namespace=True,
             values=self.values,
-            wait=True,
-            timeout=Duration.minutes(10),
+            after=self.identity.association,
         )
-        self.chart.node.add_dependency(self.identity.association)

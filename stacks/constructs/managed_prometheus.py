@@ -40,7 +40,6 @@ SCHEDULER_JOB = "kube-scheduler"
 SCHEDULER_METRICS_PATH = "/apis/metrics.eks.amazonaws.com/v1/ksh/container/metrics"
 SCHEDULER_METRICS = ("scheduler_pending_pods",)
 SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-# The pod label every vLLM pod carries with its profile name (charts/vllm_service.labels).
 
 
 def _label(name: str) -> str:
@@ -48,23 +47,40 @@ def _label(name: str) -> str:
     return "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
+def _keep_pods(pod_labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Relabel rules that keep only the pods carrying every one of `pod_labels`."""
+    return [{"source_labels": [_label(k)], "regex": v, "action": "keep"} for k, v in sorted(pod_labels.items())]
+
+
+def _keep_port(port_name: str) -> dict[str, Any]:
+    """The relabel rule that keeps only the pod's container port named `port_name`."""
+    return {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": port_name, "action": "keep"}
+
+
+def _namespace_and_pod() -> list[dict[str, Any]]:
+    """Relabel rules that label every series with the namespace and pod it was scraped from (new dicts each call:
+    yaml.safe_dump would write a shared one as an anchor and aliases)."""
+    return [
+        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": NAMESPACE_LABEL},
+        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": POD_LABEL},
+    ]
+
+
 def vllm_scrape_job(
     *, job: str, namespace: str, pod_labels: dict[str, str], profiles: list[str], metrics_path: str, port_name: str
 ) -> dict[str, Any]:
     """One scrape job: the vLLM pods of `profiles` in `namespace`, on their named port and path, keeping only vLLM's
     own series (each kept series is billed), labelled with the serving profile, namespace and pod."""
-    keep_pods = [{"source_labels": [_label(k)], "regex": v, "action": "keep"} for k, v in sorted(pod_labels.items())]
     return {
         "job_name": job,
         "metrics_path": metrics_path,
         "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]}}],
         "relabel_configs": [
-            *keep_pods,
+            *_keep_pods(pod_labels),
             {"source_labels": [_label(PROFILE_POD_LABEL)], "regex": "|".join(profiles), "action": "keep"},
-            {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": port_name, "action": "keep"},
+            _keep_port(port_name),
             {"source_labels": [_label(PROFILE_POD_LABEL)], "target_label": PROFILE_LABEL},
-            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": NAMESPACE_LABEL},
-            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": POD_LABEL},
+            *_namespace_and_pod(),
         ],
         "metric_relabel_configs": [
             {
@@ -111,23 +127,15 @@ ENDPOINT_METRICS_PATH = "/stats/prometheus"  # the only path the endpoint's metr
 def endpoint_scrape_job(*, namespace: str, profiles: list[str]) -> dict[str, Any]:
     """The endpoint's Envoy on its metrics port, keeping only the cluster counters the dashboard and the spill alert
     read, and only for the profiles' own and capped clusters (Envoy serves hundreds of series per pod otherwise)."""
-    keep_pods = [
-        {"source_labels": [_label(k)], "regex": v, "action": "keep"} for k, v in sorted(ENDPOINT_POD_LABELS.items())
-    ]
     clusters = "(" + "|".join(profiles) + f")({CAPPED_SUFFIX})?"
     return {
         "job_name": ENDPOINT_JOB,
         "metrics_path": ENDPOINT_METRICS_PATH,
         "kubernetes_sd_configs": [{"role": "pod", "namespaces": {"names": [namespace]}}],
         "relabel_configs": [
-            *keep_pods,
-            {
-                "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                "regex": ENDPOINT_METRICS_PORT_NAME,
-                "action": "keep",
-            },
-            {"source_labels": ["__meta_kubernetes_namespace"], "target_label": NAMESPACE_LABEL},
-            {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": POD_LABEL},
+            *_keep_pods(ENDPOINT_POD_LABELS),
+            _keep_port(ENDPOINT_METRICS_PORT_NAME),
+            *_namespace_and_pod(),
         ],
         "metric_relabel_configs": [
             {"source_labels": ["__name__"], "regex": "|".join(ENVOY_METRICS), "action": "keep"},

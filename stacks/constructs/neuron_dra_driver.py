@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from config.versions import CHARTS, NEURON
+from stacks.constructs.pinned_chart import pinned_chart
 
 # The pinned chart comes from the version map (config/versions.py): the version the values below were written for
 # (devicePlugin, npd, scheduler, draDriver).
@@ -33,17 +33,12 @@ class NeuronDraDriver(Construct):
             # The chart's default draDriver tolerations already include aws.amazon.com/neuron (Exists).
             "draDriver": {"enabled": True},
         }
-        self.chart = eks.HelmChart(
+        self.chart = pinned_chart(
             self,
-            "Chart",
             cluster=cluster,
-            chart=NEURON_CHART.chart,
-            repository=NEURON_CHART.repository,
-            version=NEURON_CHART.version,
+            pin=NEURON_CHART,
             release="neuron-dra",
             namespace=NEURON_RELEASE_NAMESPACE,
             create_namespace=False,
             values=self.values,
-            wait=True,
-            timeout=Duration.minutes(10),
         )

@@ -25,6 +25,7 @@ from constructs import Construct
 
 from charts.autoscaling import selector, serving_replicas_query, waiting_query
 from charts.live_dashboard import acceptance_query, spill_share_query, spilling_arms
+from config import node_scaling
 from config.labels import PROFILE as PROFILE_POD_LABEL
 from config.scaling import max_replicas, waiting_threshold
 from config.schema import DeploymentConfig, DraftSpeculation
@@ -37,11 +38,11 @@ SPILL_SHARE = 0.25
 
 def pending_for(config: DeploymentConfig) -> str:
     """Longer than a scale-up takes to bring a node: a Pending pod after that has no node coming."""
-    return f"{2 * config.trn2_nodes.node_ready_seconds}s"
+    return node_scaling.duration(node_scaling.node_overdue_seconds(config))
 
 
 def not_ready_for(config: DeploymentConfig) -> str:
-    return f"{2 * config.scaling.time_to_ready_seconds}s"
+    return node_scaling.duration(2 * config.scaling.time_to_ready_seconds)
 
 
 def alert_rules(config: DeploymentConfig) -> dict[str, Any]:

@@ -65,17 +65,13 @@ def test_every_helm_chart_in_the_template_comes_from_the_map(synth):
 def test_the_cluster_autoscaler_image_is_the_maps_for_the_clusters_kubernetes_minor(which, request):
     """One CA minor per Kubernetes minor (CA's README): the Helm values carry the map's image for the config's version."""
     synth = request.getfixturevalue(which)
-    charts = synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()
-    (values,) = [
-        json.loads(r["Properties"]["Values"]) for r in charts if r["Properties"]["Chart"] == "cluster-autoscaler"
-    ]
+    values = json.loads(synth.helm_chart("cluster-autoscaler")["Values"])
     image = for_kubernetes(synth.config.kubernetes_version).cluster_autoscaler_image
     assert values["image"] == {"repository": CLUSTER_AUTOSCALER_REPOSITORY, "tag": image.version}
 
 
 def test_every_grafana_plugin_in_the_template_comes_from_the_map(synth):
-    charts = synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()
-    (values,) = [r["Properties"]["Values"] for r in charts if r["Properties"]["Chart"] == "grafana"]
+    values = synth.helm_chart("grafana")["Values"]
     # The values carry tokens (the workspace URL), so CloudFormation joins them: read the literal parts.
     text = (
         values if isinstance(values, str) else "".join(p if isinstance(p, str) else "0" for p in values["Fn::Join"][1])

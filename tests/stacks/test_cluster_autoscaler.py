@@ -19,14 +19,8 @@ CHART_OWN_FLAGS = ("cloud-provider", "namespace", "node-group-auto-discovery")
 CHART_DEFAULT_EXTRA_ARGS = {"logtostderr": "true", "stderrthreshold": "info", "v": "4"}
 
 
-def _chart(synth) -> dict[str, Any]:
-    charts = synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()
-    (props,) = [c["Properties"] for c in charts if c["Properties"]["Chart"] == "cluster-autoscaler"]
-    return props
-
-
 def _values(synth) -> dict[str, Any]:
-    return json.loads(_chart(synth)["Values"])
+    return json.loads(synth.helm_chart("cluster-autoscaler")["Values"])
 
 
 def _args(synth) -> dict[str, str]:
@@ -54,7 +48,7 @@ def _release(synth) -> dict[str, Any]:
 
 def test_chart_is_pinned_and_its_image_is_the_ca_release_of_the_clusters_minor(synth, variant_synth):
     for s in (synth, variant_synth):
-        chart = _chart(s)
+        chart = s.helm_chart("cluster-autoscaler")
         assert (chart["Repository"], chart["Version"]) == ("https://kubernetes.github.io/autoscaler", "9.59.0")
         image = _values(s)["image"]
         assert image["repository"] == "registry.k8s.io/autoscaling/cluster-autoscaler"
@@ -116,13 +110,7 @@ def _autoscaler_statements(synth) -> list[dict[str, Any]]:
     ]
     assert assoc["Namespace"] == "kube-system"
     assert _values(synth)["rbac"]["serviceAccount"]["name"] == assoc["ServiceAccount"]
-    role = assoc["RoleArn"]["Fn::GetAtt"][0]
-    return [
-        s
-        for r in template.values()
-        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
-        for s in r["Properties"]["PolicyDocument"]["Statement"]
-    ]
+    return synth.role_statements(assoc["RoleArn"]["Fn::GetAtt"][0])
 
 
 @pytest.mark.parametrize(

@@ -87,8 +87,7 @@ def test_capacity_block_variant_targets_the_reservation(variant_synth):
 
 
 def test_neuron_dra_chart_is_the_pinned_oci_chart_with_device_plugin_off(synth):
-    charts = synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()
-    (chart,) = [c["Properties"] for c in charts if c["Properties"]["Chart"] == "neuron-helm-chart"]
+    chart = synth.helm_chart("neuron-helm-chart")
     assert chart["Repository"] == CHARTS[NEURON].repository == "oci://public.ecr.aws/neuron/neuron-helm-chart"
     assert chart["Version"] == CHARTS[NEURON].version
     assert chart["Namespace"] == "kube-system" and chart.get("CreateNamespace") is not True

@@ -19,24 +19,15 @@ CHART = json.loads((Path(__file__).parents[1] / "charts" / "fixtures" / "grafana
 ROOT = Path(__file__).parents[2]
 
 
-def grafana_chart(synth) -> dict[str, Any]:
-    (chart,) = [
-        r["Properties"]
-        for r in synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()
-        if r["Properties"]["Chart"] == "grafana"
-    ]
-    return chart
-
-
 def values(synth) -> dict[str, Any]:
     """The chart's values; the workspace URL is a CloudFormation join, so the values are a JSON-with-tokens string."""
-    raw = grafana_chart(synth)["Values"]
+    raw = synth.helm_chart("grafana")["Values"]
     text = raw if isinstance(raw, str) else "".join(p if isinstance(p, str) else "TOKEN" for p in raw["Fn::Join"][1])
     return json.loads(text)
 
 
 def test_grafana_is_the_pinned_chart_and_sets_only_values_that_chart_has(synth):
-    chart = grafana_chart(synth)
+    chart = synth.helm_chart("grafana")
     assert chart["Version"] == GRAFANA_CHART_VERSION and GRAFANA_CHART_VERSION in CHART["source"]
     assert chart["Repository"] == "https://grafana-community.github.io/helm-charts"
     ours = values(synth)
@@ -59,12 +50,7 @@ def test_grafana_reads_only_the_metrics_workspace_and_cloudwatch_metrics(synth):
     ]
     assert assoc["ServiceAccount"] == values(synth)["serviceAccount"]["name"]
     role_id = assoc["RoleArn"]["Fn::GetAtt"][0]
-    statements = [
-        s
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
-        for s in r["Properties"]["PolicyDocument"]["Statement"]
-    ]
+    statements = synth.role_statements(role_id)
     by_resource = {json.dumps(s["Resource"]): sorted(s["Action"]) for s in statements}
     assert by_resource == {
         json.dumps({"Fn::GetAtt": [workspace_id, "Arn"]}): sorted(QUERY_ACTIONS),
@@ -75,7 +61,7 @@ def test_grafana_reads_only_the_metrics_workspace_and_cloudwatch_metrics(synth):
 
 
 def test_the_data_source_is_the_workspace_signed_with_the_pods_identity(synth):
-    raw = json.dumps(grafana_chart(synth)["Values"])
+    raw = json.dumps(synth.helm_chart("grafana")["Values"])
     (workspace_id,) = synth.resources("Cluster", "AWS::APS::Workspace")
     assert workspace_id in raw and "aps-workspaces." in raw  # the workspace's query root, joined by CloudFormation
     (amp,) = [d for d in values(synth)["datasources"]["datasources.yaml"]["datasources"] if d["uid"] == PROMETHEUS_UID]

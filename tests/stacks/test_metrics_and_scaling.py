@@ -182,12 +182,7 @@ def test_keda_may_only_query_the_metrics_workspace(synth):
     (assoc,) = [a for a in _props(synth, "AWS::EKS::PodIdentityAssociation") if a["Namespace"] == "keda"]
     assert assoc["ServiceAccount"] == "keda-operator"
     role_id = assoc["RoleArn"]["Fn::GetAtt"][0]
-    policies = [
-        r["Properties"]
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]
-    ]
-    statements = [s for p in policies for s in p["PolicyDocument"]["Statement"]]
+    statements = synth.role_statements(role_id)
     assert statements == [
         {"Action": "aps:QueryMetrics", "Effect": "Allow", "Resource": {"Fn::GetAtt": [workspace_id, "Arn"]}}
     ]
