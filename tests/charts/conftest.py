@@ -8,6 +8,7 @@ from charts import render_serving
 from config import DeploymentConfig
 
 TEST_BUCKET = "trn-specdec-models-000000000000-us-east-2"
+QUERY_URL = "https://aps-workspaces.us-east-2.amazonaws.com/workspaces/ws-00000000-0000-0000-0000-000000000000"
 
 
 @pytest.fixture(scope="session")

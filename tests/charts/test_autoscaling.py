@@ -15,12 +15,11 @@ import pytest
 from charts import render_serving
 from charts.autoscaling import render_autoscaling
 from config import DeploymentConfig, parse_config
-from tests.charts.conftest import TEST_BUCKET, of_kind, vllm_of_kind
+from tests.charts.conftest import QUERY_URL, TEST_BUCKET, of_kind, vllm_of_kind
 from tests.charts.hpa_replay import replay
 from tests.conftest import ROOT, default_config_dict
 
 KEDA = json.loads((Path(__file__).with_name("fixtures") / "keda_2_20_2.json").read_text())
-QUERY_URL = "https://aps-workspaces.us-east-2.amazonaws.com/workspaces/ws-00000000-0000-0000-0000-000000000000"
 
 
 def plugin_two_nodes() -> DeploymentConfig:
