@@ -16,6 +16,12 @@ def serving_objects(default_config: DeploymentConfig) -> list[dict[str, Any]]:
     return render_serving(default_config, TEST_BUCKET)
 
 
+@pytest.fixture(scope="session")
+def plugin_serving_objects(plugin_config: DeploymentConfig) -> list[dict[str, Any]]:
+    """config/vllm-neuron.yaml rendered once per session (read only, like serving_objects)."""
+    return render_serving(plugin_config, TEST_BUCKET)
+
+
 def of_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
 
