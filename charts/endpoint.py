@@ -29,7 +29,7 @@ from constructs import Construct
 from charts.pod_security import non_root
 from config.catalogue import NODE_ROLE_LABEL
 from config.endpoint import ADMIN_PORT, ARM_HEADER, CAPPED_SUFFIX, GATE_PORT, METRICS_PORT, OVERRIDE_HEADER
-from config.labels import INSTANCE, VLLM_POD_LABELS, workload_labels
+from config.labels import vllm_selector, workload_labels
 from config.schema import DeploymentConfig
 from config.versions import ENVOY, IMAGES
 
@@ -498,9 +498,7 @@ class Endpoint(Construct):
                 metadata=k8s.ObjectMeta(name=name + REPLICAS_SUFFIX, labels=LABELS),
                 spec=k8s.ServiceSpec(
                     cluster_ip="None",
-                    # The vLLM Deployment's selector (charts/vllm_service.py, which imports this module through
-                    # metrics_proxy, so it is spelled from the same labels here; a test compares the rendered two).
-                    selector={**VLLM_POD_LABELS, INSTANCE: name},
+                    selector=vllm_selector(name),  # the vLLM Deployment's own (charts/vllm_service.py)
                     ports=[k8s.ServicePort(name="http", port=config.profile(name).port)],
                 ),
             )

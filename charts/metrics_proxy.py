@@ -18,13 +18,12 @@ from typing import Any
 import yaml
 from cdk8s_plus_34 import k8s
 
-from charts.endpoint import ENVOY_IMAGE
+from charts.endpoint import ENVOY_IMAGE, ROUTER
 from charts.pod_security import non_root
 
 METRICS_PORT = 9400
 METRICS_PORT_NAME = "metrics"  # the scrape job keeps only this container port (stacks/constructs/managed_prometheus)
 _HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
-_ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 
 
 def metrics_proxy_bootstrap(*, vllm_port: int, metrics_path: str, port: int = METRICS_PORT) -> dict[str, Any]:
@@ -39,7 +38,7 @@ def metrics_proxy_bootstrap(*, vllm_port: int, metrics_path: str, port: int = ME
         "@type": _HCM,
         "stat_prefix": "metrics",
         "route_config": {"virtual_hosts": [{"name": "metrics", "domains": ["*"], "routes": routes}]},
-        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": _ROUTER}}],
+        "http_filters": [ROUTER],
     }
     address = {"socket_address": {"address": "127.0.0.1", "port_value": vllm_port}}
     return {

@@ -30,7 +30,7 @@ def service_account_name(profile: ServingProfile) -> str:
 
 def selector(profile: ServingProfile) -> dict[str, str]:
     """The Service's and Deployment's selector; VLLM_POD_LABELS is what the NetworkPolicies match on."""
-    return {**k8s_labels.VLLM_POD_LABELS, k8s_labels.INSTANCE: profile.name}
+    return k8s_labels.vllm_selector(profile.name)
 
 
 def labels(profile: ServingProfile) -> dict[str, str]:

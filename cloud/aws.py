@@ -1,5 +1,6 @@
-"""AWS plumbing every command and Job shares (config/ is shipped to every Job): bounded boto3 clients (S3's naming
-the bucket's expected owner on every call), the account lookup, a command's one HeadBucket, failures as sentences. boto3 is imported lazily: synth does not load it.
+"""AWS plumbing every command and Job shares (cloud/ is shipped to every Job, charts/code_bundle.SHARED_PACKAGES):
+bounded boto3 clients (S3's naming the bucket's expected owner on every call), the account lookup, a command's one
+HeadBucket, failures as sentences. boto3 is imported lazily: synth does not load it.
 
 botocore's defaults (60 s timeouts, 5 or 10 attempts) leave a command silent for minutes against a silent
 endpoint; here a call gives up after ATTEMPTS attempts, within SILENT_BOUND_S, and prints each one.

@@ -21,3 +21,9 @@ VLLM_POD_LABELS = {NAME: "vllm"}  # every vLLM pod carries it; the NetworkPolicy
 def workload_labels(name: str) -> dict[str, str]:
     """What every object of one kind of workload carries."""
     return {NAME: name, PART_OF: PROJECT}
+
+
+def vllm_selector(profile: str) -> dict[str, str]:
+    """The pods of one serving profile: its Deployment's and Services' selector (charts/vllm_service.py) and the
+    endpoint's headless Service of that profile's replicas (charts/endpoint.py)."""
+    return {**VLLM_POD_LABELS, INSTANCE: profile}

@@ -560,7 +560,8 @@ class DeploymentConfig(_Strict):
         "`Authorization: Bearer <key>` on /v1 requests and the benchmark Job sends it. Default: no key (the "
         "namespace's NetworkPolicy still admits only its own pods).",
     )
-    _crossover: crossover.CrossoverFile | None = PrivateAttr(default=None)  # endpoint.crossover_file, validated
+    # endpoint.crossover_file's paying loads per replica (CrossoverFile.paying_per_replica), derived once at load
+    _crossover_paying: dict[str, int] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -645,12 +646,12 @@ class DeploymentConfig(_Strict):
         path = self.endpoint.crossover_file
         if path is None:
             return self
-        self._crossover = read_crossover_file(path)
+        self._crossover_paying = read_crossover_file(path).paying_per_replica()
         problems = [
             f"endpoint.crossover_file={path!r} gives {name} a spill threshold of {paying} in flight per replica, "
             f"above the Envoy circuit-breaker limit of {ENVOY_THRESHOLD_MAX} (each replica is its own host with that "
             f"limit, charts/endpoint.py); set endpoint.spill_threshold.{name} or remove crossover_file"
-            for name, paying in self._crossover.paying_per_replica().items()
+            for name, paying in self._crossover_paying.items()
             if paying > ENVOY_THRESHOLD_MAX
         ]
         if problems:
@@ -663,7 +664,7 @@ class DeploymentConfig(_Strict):
     def crossover_paying_per_replica(self) -> dict[str, int]:
         """Per speculative profile, the load sweep's in-flight requests per replica up to which speculation paid
         (config/crossover.py's rule); empty without endpoint.crossover_file."""
-        return {} if self._crossover is None else self._crossover.paying_per_replica()
+        return dict(self._crossover_paying)
 
     @cached_property
     def cluster_name(self) -> str:

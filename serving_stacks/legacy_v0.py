@@ -93,7 +93,7 @@ def compile_args(*, vllm_argv: list[str], port: int, timeout_minutes: int) -> li
 
 
 def draft_config_roles(method: str) -> tuple[str, ...]:
-    """None: model_build.compile checks the staged checkpoints itself (model types, manifests) as it compiles."""
+    """(): model_build.compile checks the staged checkpoints itself (model types, manifests) as it compiles."""
     return ()
 
 

@@ -27,6 +27,37 @@ MOTO_ACCOUNT = DEFAULT_ACCOUNT_ID  # what moto's STS GetCallerIdentity answers
 EXAMPLE_ACCOUNT = PLACEHOLDER_ACCOUNT  # account ids in test ARNs: the placeholder, never a real one
 
 
+def crossover_entry(
+    *, kind: str = "structured", load: str = "concurrency", crossover: Any = 6, last_paying: Any = 3, grid: list[int]
+) -> dict[str, Any]:
+    """One crossovers[] entry for profile `speculative`, as the load sweep writes it (Any: tests feed bad values)."""
+    return {
+        "variant": "speculative",
+        "kind": kind,
+        "load": load,
+        "crossover": crossover,
+        "speedup": None,
+        "last_paying": last_paying,
+        "last_paying_speedup": None,
+        "uncertain": False,
+        "grid": grid,
+    }
+
+
+def crossover_file_dict(*entries: dict[str, Any]) -> dict[str, Any]:
+    """A crossover.json body around `entries` (config.crossover.CrossoverFile validates it), baseline `baseline`."""
+    return {
+        "schema_version": 1,
+        "created_at": "2026-11-26T00:00:00Z",
+        "baseline": "baseline",
+        "speedup_floor": 1.05,
+        "max_num_seqs": 4,
+        "slo_ttft_p99_ms": 200.0,
+        "slo_tpot_p99_ms": 50.0,
+        "crossovers": list(entries),
+    }
+
+
 def default_config_dict() -> dict[str, Any]:
     return yaml.safe_load(DEFAULT_CONFIG.read_text())
 

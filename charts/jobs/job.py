@@ -1,7 +1,7 @@
 """The one skeleton of the run-time Jobs (stage, build, bench): a single-container Job that runs a shell script over
 the shipped code, never restarts its pod, stops at a deadline and is deleted some time after it finishes.
 
-Each Job module (charts/jobs/stage.py, model_build_job.py, bench_job.py) keeps only its script and what differs:
+Each Job module (charts/jobs/stage.py, model_build.py, bench.py) keeps only its script and what differs:
 image, service account, placement, resources, environment, volumes and the limits below. What they share lives
 here once: the script prelude (strict shell, code unpack, locked install), the code's environment, the pod's
 fixed fields and the scratch volume on the node's disk.

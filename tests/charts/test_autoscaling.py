@@ -12,15 +12,13 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from charts import render_serving
 from charts.autoscaling import render_autoscaling
 from config import DeploymentConfig, parse_config
-from tests.charts.conftest import TEST_BUCKET, of_kind, vllm_of_kind
+from tests.charts.conftest import QUERY_URL, of_kind, vllm_of_kind
 from tests.charts.hpa_replay import replay
 from tests.conftest import ROOT, default_config_dict
 
 KEDA = json.loads((Path(__file__).with_name("fixtures") / "keda_2_20_2.json").read_text())
-QUERY_URL = "https://aps-workspaces.us-east-2.amazonaws.com/workspaces/ws-00000000-0000-0000-0000-000000000000"
 
 
 def plugin_two_nodes() -> DeploymentConfig:
@@ -79,8 +77,8 @@ def test_other_autoscaling_objects_validate_against_the_clusters_kubernetes_sche
         kubernetes_validate.validate(obj, f"{plugin_config.kubernetes_version}.0", strict=True)
 
 
-def test_one_scaled_object_per_profile_targets_its_rendered_deployment(plugin_config, scaled):
-    deployments = vllm_of_kind(render_serving(plugin_config, TEST_BUCKET), "Deployment")  # not the endpoint's router
+def test_one_scaled_object_per_profile_targets_its_rendered_deployment(plugin_serving_objects, scaled):
+    deployments = vllm_of_kind(plugin_serving_objects, "Deployment")  # not the endpoint's router
     assert {s["spec"]["scaleTargetRef"]["name"] for s in scaled.values()} == set(deployments)
     for obj in scaled.values():
         ref = obj["spec"]["scaleTargetRef"]

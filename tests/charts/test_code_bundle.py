@@ -16,6 +16,7 @@ from charts.code_bundle import build_archive
 from charts.jobs.bench import bench_code_files
 from charts.jobs.model_build import build_code_files
 from tests.charts.conftest import of_kind
+from tests.conftest import EXAMPLE_ACCOUNT
 
 SHARED = "trn-specdec-shared-code"
 
@@ -98,7 +99,7 @@ def test_every_job_mounts_and_unpacks_the_shared_and_its_own_archive(default_con
     from charts.jobs.model_build import render_build_job
     from charts.jobs.stage import render_stage_job
 
-    account, build, bench = "000000000000", "trn-specdec-build-code", "trn-specdec-bench-code"
+    account, build, bench = EXAMPLE_ACCOUNT, "trn-specdec-build-code", "trn-specdec-bench-code"
     jobs = [
         (render_build_job(default_config, "speculative", account), build),
         (render_stage_job(default_config, sorted(default_config.models), account), build),

@@ -18,7 +18,13 @@ from charts.serving_chart import render_groups
 from config import ConfigError, DeploymentConfig, parse_config
 from config.tags import DEPLOYMENT_TAG_KEY
 from tests.charts.conftest import TEST_BUCKET, of_kind
-from tests.conftest import THREE_PROFILE_CONFIGS, default_config_dict, readme_spec_k5_config_dict
+from tests.conftest import (
+    THREE_PROFILE_CONFIGS,
+    crossover_entry,
+    crossover_file_dict,
+    default_config_dict,
+    readme_spec_k5_config_dict,
+)
 
 
 def with_endpoint(**endpoint: Any) -> dict[str, Any]:
@@ -126,30 +132,11 @@ def sweep_crossover_json(*, structured_paid: int, open_ended_paid: int) -> str:
     """A crossover.json as the load sweep writes it (validated by its one model), for profile `speculative`."""
     from config.crossover import CrossoverFile
 
-    def entry(kind: str, paid: int) -> dict:
-        return {
-            "variant": "speculative",
-            "kind": kind,
-            "load": "concurrency",
-            "crossover": paid * 2,
-            "speedup": None,
-            "last_paying": paid,
-            "last_paying_speedup": None,
-            "uncertain": False,
-            "grid": [1, 2, 4, 8, 16],
-        }
+    def entry(kind: str, paid: int) -> dict[str, Any]:
+        return crossover_entry(kind=kind, crossover=paid * 2, last_paying=paid, grid=[1, 2, 4, 8, 16])
 
-    rate = {**entry("structured", 1), "load": "rate", "crossover": 0.5, "last_paying": 0.25}
-    data = {
-        "schema_version": 1,
-        "created_at": "2026-11-26T00:00:00Z",
-        "baseline": "baseline",
-        "speedup_floor": 1.05,
-        "max_num_seqs": 4,
-        "slo_ttft_p99_ms": 200.0,
-        "slo_tpot_p99_ms": 50.0,
-        "crossovers": [entry("structured", structured_paid), entry("open-ended", open_ended_paid), rate],
-    }
+    rate = crossover_entry(load="rate", crossover=0.5, last_paying=0.25, grid=[1, 2, 4, 8, 16])
+    data = crossover_file_dict(entry("structured", structured_paid), entry("open-ended", open_ended_paid), rate)
     return CrossoverFile.model_validate(data).model_dump_json()
 
 

@@ -11,6 +11,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -214,15 +215,17 @@ def test_above_the_threshold_new_requests_spill_to_the_baseline_and_are_counted(
     assert Counter(below) == {(200, "speculative"): 2}, "at the threshold nothing spills"
 
 
-def test_the_spill_cap_follows_the_replicas_as_they_come_and_go(tmp_path: Path) -> None:
-    """The speculative arm's replicas are what a headless Service's DNS name answers (here a loopback DNS server):
-    one replica spills above 1 x threshold, a second one added lifts it to 2 x, removing one brings back 1 x. Up to
-    threshold x 1 (the configured replicas) wait for a slot in each phase."""
-    threshold, name = 2, "speculative-replicas.test"
-    wait = threshold  # the configured replicas: 1
+REPLICAS_NAME = "speculative-replicas.test"
+
+
+@contextmanager
+def replicas_router(
+    config: DeploymentConfig, tmp_path: Path, *, live: list[str], ttft_ms: float
+) -> Iterator[tuple[Router, LoopbackDns, int]]:
+    """Envoy whose speculative arm is REPLICAS_NAME as a headless Service answers it (a loopback DNS server, first
+    answering `live`), over two stand-in replicas on 127.0.0.2 and 127.0.0.3: (router, dns, the replicas' port)."""
     port = free_port()
-    timing = {"ttft_ms": 1500.0, "step_ms": 20.0}
-    config = endpoint_config(weights={"baseline": 0, "speculative": 100}, spill_threshold={"speculative": threshold})
+    timing = {"ttft_ms": ttft_ms, "step_ms": 20.0}
     with (
         LoopbackDns() as dns,
         stand_ins(PROFILES, **timing) as services,
@@ -230,19 +233,30 @@ def test_the_spill_cap_follows_the_replicas_as_they_come_and_go(tmp_path: Path) 
         stand_in("replica-b", address=("127.0.0.3", port), **timing),
     ):
         upstreams = {n: Upstream("127.0.0.1", s.port) for n, s in services.items()}
-        dns.records[name] = ["127.0.0.2"]
+        dns.records[REPLICAS_NAME] = live
         resolver = Resolver(Upstream("127.0.0.1", dns.port), refresh="0.2s")
-        replicas = {"speculative": Upstream(name, port)}
+        replicas = {"speculative": Upstream(REPLICAS_NAME, port)}
         with envoy_router(config, upstreams, tmp_path, replicas=replicas, resolver=resolver) as router:
-            phases = []
-            for live in (["127.0.0.2"], ["127.0.0.2", "127.0.0.3"], ["127.0.0.3"]):
-                dns.records[name] = live
-                deadline = time.monotonic() + 10
-                want = {f"{ip}:{port}" for ip in live}
-                while router.hosts("speculative" + CAPPED_SUFFIX) != want and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                assert router.hosts("speculative" + CAPPED_SUFFIX) == want, "Envoy did not follow the DNS answer"
-                phases.append(asyncio.run(staggered_completions(router, 9)))
+            yield router, dns, port
+
+
+def test_the_spill_cap_follows_the_replicas_as_they_come_and_go(tmp_path: Path) -> None:
+    """The speculative arm's replicas are what a headless Service's DNS name answers (here a loopback DNS server):
+    one replica spills above 1 x threshold, a second one added lifts it to 2 x, removing one brings back 1 x. Up to
+    threshold x 1 (the configured replicas) wait for a slot in each phase."""
+    threshold = 2
+    wait = threshold  # the configured replicas: 1
+    config = endpoint_config(weights={"baseline": 0, "speculative": 100}, spill_threshold={"speculative": threshold})
+    with replicas_router(config, tmp_path, live=["127.0.0.2"], ttft_ms=1500.0) as (router, dns, port):
+        phases = []
+        for live in (["127.0.0.2"], ["127.0.0.2", "127.0.0.3"], ["127.0.0.3"]):
+            dns.records[REPLICAS_NAME] = live
+            deadline = time.monotonic() + 10
+            want = {f"{ip}:{port}" for ip in live}
+            while router.hosts("speculative" + CAPPED_SUFFIX) != want and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert router.hosts("speculative" + CAPPED_SUFFIX) == want, "Envoy did not follow the DNS answer"
+            phases.append(asyncio.run(staggered_completions(router, 9)))
     one, two, one_again = ([(arm, model) for status, arm, model in p if status == 200] for p in phases)
     assert [len(p) for p in phases] == [9, 9, 9] and all(s == 200 for p in phases for s, _, _ in p)
     assert Counter(a for a, _ in one) == {"speculative": threshold + wait, "baseline": 9 - threshold - wait}
@@ -292,24 +306,12 @@ def test_a_simultaneous_burst_up_to_the_cap_onto_cold_connections_does_not_spill
     """threshold x replicas requests started at once onto an Envoy with no upstream connection open yet (its first
     requests, or after vLLM closed idle ones): every one waits for its connection on the arm, none spills. The
     replicas are the configured ones (the waiters allowed are threshold x those: charts.endpoint.waiting)."""
-    threshold, name = 3, "speculative-replicas.test"
-    port = free_port()
-    timing = {"ttft_ms": 1000.0, "step_ms": 20.0}
+    threshold = 3
     config = endpoint_config(
         len(live), weights={"baseline": 0, "speculative": 100}, spill_threshold={"speculative": threshold}
     )
-    with (
-        LoopbackDns() as dns,
-        stand_ins(PROFILES, **timing) as services,
-        stand_in("replica-a", address=("127.0.0.2", port), **timing),
-        stand_in("replica-b", address=("127.0.0.3", port), **timing),
-    ):
-        upstreams = {n: Upstream("127.0.0.1", s.port) for n, s in services.items()}
-        dns.records[name] = live
-        resolver = Resolver(Upstream("127.0.0.1", dns.port), refresh="0.2s")
-        replicas = {"speculative": Upstream(name, port)}
-        with envoy_router(config, upstreams, tmp_path, replicas=replicas, resolver=resolver) as router:
-            burst = threshold * len(live)
-            results = asyncio.run(concurrent_completions(router, [{STICKY_HEADER: f"u{i}"} for i in range(burst)]))
-            spill = spilled(router)
+    with replicas_router(config, tmp_path, live=live, ttft_ms=1000.0) as (router, _, _):
+        burst = threshold * len(live)
+        results = asyncio.run(concurrent_completions(router, [{STICKY_HEADER: f"u{i}"} for i in range(burst)]))
+        spill = spilled(router)
     assert spill == 0 and Counter(results) == {(200, "speculative"): burst}, f"{spill:.0f} of {burst} spilled"

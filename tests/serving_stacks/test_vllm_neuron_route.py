@@ -15,7 +15,7 @@ from config import parse_config
 from config.schema import DeploymentConfig
 from model_build.digest import profile_digest
 from serving_stacks import vllm_neuron
-from tests.conftest import ROOT
+from tests.conftest import EXAMPLE_ACCOUNT, ROOT
 
 BUCKET = "trn-specdec-models-000000000000-us-east-2"
 
@@ -42,7 +42,7 @@ def rendered(config) -> dict[str, dict[str, dict[str, Any]]]:
     deployments = {o["metadata"]["name"]: o for o in render_serving(config, BUCKET) if o["kind"] == "Deployment"}
     found = {}
     for p in config.profiles:
-        (job,) = [o for o in render_build_job(config, p.name, "000000000000") if o["kind"] == "Job"]
+        (job,) = [o for o in render_build_job(config, p.name, EXAMPLE_ACCOUNT) if o["kind"] == "Job"]
         found[p.name] = {"service": pod_of(deployments[p.name]), "build": pod_of(job)}
     return found
 

@@ -11,11 +11,12 @@ import pytest
 from charts.code_bundle import locked_requirements
 from charts.jobs.bench import LOSSLESS, RUNTIME_PACKAGES, SWEEP, bench_script, endpoints, render_bench_job
 from tests.charts.conftest import vllm_of_kind
+from tests.conftest import EXAMPLE_ACCOUNT
 
 
 @pytest.fixture(scope="module")
 def job(default_config):
-    (obj,) = render_bench_job(default_config, "000000000000", "20261126-000000", ["--requests", "16"])
+    (obj,) = render_bench_job(default_config, EXAMPLE_ACCOUNT, "20261126-000000", ["--requests", "16"])
     return obj
 
 
@@ -63,7 +64,7 @@ def test_bench_run_command_parses_with_the_bench_cli(default_config):
 
 
 def test_the_lossless_job_runs_the_check_and_publishes_nothing(default_config):
-    (obj,) = render_bench_job(default_config, "000000000000", "lossless-20261126-000000", [], mode=LOSSLESS)
+    (obj,) = render_bench_job(default_config, EXAMPLE_ACCOUNT, "lossless-20261126-000000", [], mode=LOSSLESS)
     kubernetes_validate.validate(obj, f"{default_config.kubernetes_version}.0", strict=True)
     assert obj["metadata"]["name"] == "bench-lossless-20261126-000000"
     run = shlex.split(obj["spec"]["template"]["spec"]["containers"][0]["command"][2].splitlines()[-1])
@@ -74,7 +75,7 @@ def test_the_lossless_job_runs_the_check_and_publishes_nothing(default_config):
 def test_the_sweep_job_runs_bench_sweep_and_uploads_under_its_own_results_prefix(default_config):
     from bench.__main__ import build_parser
 
-    (obj,) = render_bench_job(default_config, "000000000000", "sweep-20261126-000000", ["--repeats", "2"], mode=SWEEP)
+    (obj,) = render_bench_job(default_config, EXAMPLE_ACCOUNT, "sweep-20261126-000000", ["--repeats", "2"], mode=SWEEP)
     kubernetes_validate.validate(obj, f"{default_config.kubernetes_version}.0", strict=True)
     assert obj["spec"]["activeDeadlineSeconds"] == 12 * 3600  # a default sweep takes about 6 h on a trn2
     run = shlex.split(obj["spec"]["template"]["spec"]["containers"][0]["command"][2].splitlines()[-1])

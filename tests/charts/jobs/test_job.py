@@ -16,8 +16,9 @@ from charts.jobs.bench import LOSSLESS, RUN, SWEEP, render_bench_job
 from charts.jobs.job import ScriptJob, code_volumes, job_script, scratch_volume
 from charts.jobs.model_build import render_build_job
 from charts.jobs.stage import render_stage_job
+from tests.conftest import EXAMPLE_ACCOUNT
 
-ACCOUNT = "000000000000"
+ACCOUNT = EXAMPLE_ACCOUNT
 
 
 def _jobs(config) -> dict[str, dict]:

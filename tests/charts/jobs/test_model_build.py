@@ -8,11 +8,12 @@ import pytest
 from charts.jobs.model_build import build_claim_template, build_job_name, build_script, render_build_job
 from model_build.digest import profile_digest
 from tests.charts.conftest import of_kind, vllm_of_kind
+from tests.conftest import EXAMPLE_ACCOUNT
 
 
 @pytest.fixture(scope="module")
 def jobs(default_config):
-    return {p.name: render_build_job(default_config, p.name, "000000000000") for p in default_config.profiles}
+    return {p.name: render_build_job(default_config, p.name, EXAMPLE_ACCOUNT) for p in default_config.profiles}
 
 
 def test_job_validates_against_the_clusters_schemas(jobs, default_config):
@@ -78,7 +79,7 @@ def test_unknown_profile_is_a_clear_error(default_config):
     from config import ConfigError
 
     with pytest.raises(ConfigError, match="no profile named 'nope'"):
-        render_build_job(default_config, "nope", "000000000000")
+        render_build_job(default_config, "nope", EXAMPLE_ACCOUNT)
 
 
 def test_every_job_command_parses_with_the_model_build_cli(default_config):

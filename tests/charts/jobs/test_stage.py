@@ -19,14 +19,14 @@ from charts.neuron_claim import node_share
 from config import parse_config
 from model_build.cli import build_parser
 from tests.charts.conftest import of_kind
-from tests.conftest import default_config_dict
+from tests.conftest import EXAMPLE_ACCOUNT, default_config_dict
 
 KEYS = ["qwen3-32b", "qwen3-1-7b"]
 
 
 @pytest.fixture(scope="module")
 def job(default_config):
-    (job,) = render_stage_job(default_config, KEYS, "000000000000")
+    (job,) = render_stage_job(default_config, KEYS, EXAMPLE_ACCOUNT)
     return job
 
 
