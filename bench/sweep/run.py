@@ -171,6 +171,45 @@ def point_settings(settings: SweepSettings, point: LoadPoint) -> RunSettings:
     )
 
 
+def start_sweep(settings: SweepSettings, resume: SweepResults | None) -> SweepResults:
+    """A new sweep file's content holding `resume`'s runs, refused when `resume` was run with other settings
+    (its runs would not be comparable); both the full grid and the adaptive sweep start here."""
+    if resume is not None and resume.settings != settings:
+        raise ValueError(
+            "--resume: the sweep file was run with other settings "
+            f"({resume.settings.model_dump(exclude={'run'})}); pass the same options, or a new --out"
+        )
+    return SweepResults(created_at=datetime.now(UTC), settings=settings, points=list(resume.points if resume else []))
+
+
+async def run_point(
+    endpoints: Sequence[Endpoint],
+    cases: Sequence[TestCase],
+    settings: SweepSettings,
+    point: LoadPoint,
+    *,
+    options: RunOptions | None,
+    k_by_variant: dict[str, int] | None,
+    baseline: str | None,
+    hardware: Hardware | None,
+    log: Callable[[str], None],
+) -> tuple[BenchResults, float, float]:
+    """One run of `point` (every variant, interleaved), its log lines indented; with the wall and client-CPU
+    seconds it took, which each sweep logs its own way."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    results = await run_benchmark(
+        endpoints,
+        cases,
+        point_settings(settings, point),
+        options=options or RunOptions(),
+        k_by_variant=k_by_variant,
+        baseline=baseline,
+        hardware=hardware,
+        log=lambda line: log(f"  {line}"),
+    )
+    return results, time.perf_counter() - wall, time.process_time() - cpu
+
+
 async def run_sweep(
     endpoints: Sequence[Endpoint],
     cases: Sequence[TestCase],
@@ -186,12 +225,7 @@ async def run_sweep(
 ) -> SweepResults:
     """The concurrency grid, then the rate grid (derived after the concurrency grid when not given), each
     point `repeats` times. `resume`: its (point, repeat) runs are kept and not run again."""
-    if resume is not None and resume.settings != settings:
-        raise ValueError(
-            "--resume: the sweep file was run with other settings "
-            f"({resume.settings.model_dump(exclude={'run'})}); pass the same options, or a new --out"
-        )
-    sweep = SweepResults(created_at=datetime.now(UTC), settings=settings, points=list(resume.points if resume else []))
+    sweep = start_sweep(settings, resume)
 
     async def run_points(points: list[LoadPoint]) -> None:
         for point in points:
@@ -200,18 +234,17 @@ async def run_sweep(
                     log(f"[{point.label} #{repeat + 1}] already in the sweep file; skipped")
                     continue
                 log(f"[{point.label} #{repeat + 1}/{settings.repeats}]")
-                wall, cpu = time.perf_counter(), time.process_time()
-                results = await run_benchmark(
+                results, wall, cpu = await run_point(
                     endpoints,
                     cases,
-                    point_settings(settings, point),
-                    options=options or RunOptions(),
+                    settings,
+                    point,
+                    options=options,
                     k_by_variant=k_by_variant,
                     baseline=baseline,
                     hardware=hardware,
-                    log=lambda line: log(f"  {line}"),
+                    log=log,
                 )
-                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
                 # the client's own CPU: near a core, its timestamps are late (python -m bench.standin.selfcheck)
                 log(f"[{point.label} #{repeat + 1}] {wall:.1f} s wall, {cpu:.2f} s client CPU ({cpu / wall:.0%})")
                 sweep.points.append(PointRun(point=point, repeat=repeat, results=results))

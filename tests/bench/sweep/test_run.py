@@ -29,8 +29,8 @@ from bench.standin.selfcheck import loopback_server
 from bench.standin.server import Script
 from bench.sweep.analysis import Slo, all_stats, best_goodput, crossovers, goodput, is_saturated
 from bench.sweep.report import CrossoverFile, peer_record, write_sweep_report
-from bench.sweep.run import SweepResults, SweepSettings, concurrency_grid, load_sweep, run_sweep
-from tests.bench.builders import record, run_settings
+from bench.sweep.run import SweepResults, SweepSettings, concurrency_grid, load_sweep, run_sweep, start_sweep
+from tests.bench.builders import record, run_settings, sweep_settings
 from tests.bench.conftest import ROOT
 from tests.conftest import EXAMPLE_ACCOUNT
 
@@ -245,6 +245,14 @@ def test_crossover_series_are_published_under_the_dashboards_names(sweep: SweepR
 
 
 @pytest.mark.timing
+def test_a_resume_file_run_with_other_settings_is_refused_before_any_point_runs():
+    """Both sweeps start through start_sweep: runs at other settings would not compare with the new ones."""
+    earlier = start_sweep(sweep_settings(repeats=2), None)
+    with pytest.raises(ValueError, match=r"^--resume: the sweep file was run with other settings .*a new --out$"):
+        start_sweep(sweep_settings(repeats=3), earlier)
+    assert start_sweep(sweep_settings(repeats=2), earlier).settings == earlier.settings
+
+
 def test_a_killed_sweep_resumes_without_losing_or_repeating_a_point(stand_ins: dict[str, str], tmp_path: Path):
     """SIGKILL once the sweep file holds a point, then --resume: every (point, repeat) of the full grid exactly once."""
     out = tmp_path / "sweep.json"
