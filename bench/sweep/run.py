@@ -32,6 +32,7 @@ Grid = Literal["adaptive", "full"]
 # The rate grid, when not given: these fractions of the baseline's request throughput at the largest
 # concurrency within max_num_seqs, so it spans light load to past saturation (where the queue grows).
 RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.5)
+REQUESTS_PER_WORKER = 4  # at a concurrency point: each worker sends at least this many
 RATE_WARMUP = 8  # requests sent at once before a rate point, as `bench run --rate` does: connections are open
 
 
@@ -153,19 +154,25 @@ def derived_rates(sweep: SweepResults) -> list[float]:
     return [float(f"{capacity * f:.3g}") for f in RATE_FRACTIONS]
 
 
+def point_requests(kind: LoadKind, value: float, requests_per_point: int) -> int:
+    """Requests of one run at a load: requests_per_point, and at a concurrency at least REQUESTS_PER_WORKER per
+    worker, so every worker sends several. The simulations (bench/sweep/sim.py, perf/adaptive_sweep.py) count
+    requests by this too."""
+    return max(requests_per_point, REQUESTS_PER_WORKER * int(value)) if kind == "concurrency" else requests_per_point
+
+
 def point_settings(settings: SweepSettings, point: LoadPoint) -> RunSettings:
-    """The RunSettings of one point: enough requests that every worker sends several (4 each), and a warm-up of
-    one request per worker (closed loop) or RATE_WARMUP (open loop)."""
+    """The RunSettings of one point: point_requests requests, and a warm-up of one request per worker (closed
+    loop) or RATE_WARMUP (open loop)."""
+    requests = point_requests(point.kind, point.value, settings.requests_per_point)
     if point.kind == "concurrency":
         c = int(point.value)
-        return settings.run.model_copy(
-            update={"concurrency": c, "rate": None, "requests": max(settings.requests_per_point, 4 * c), "warmup": c}
-        )
+        return settings.run.model_copy(update={"concurrency": c, "rate": None, "requests": requests, "warmup": c})
     return settings.run.model_copy(
         update={
             "concurrency": None,
             "rate": point.value,
-            "requests": settings.requests_per_point,
+            "requests": requests,
             "warmup": RATE_WARMUP,
         }
     )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from bench.standin.step_table import Curve, step_at
 from bench.sweep.adaptive import Action, Measurement, Planner, Series
 from bench.sweep.analysis import observe
+from bench.sweep.run import point_requests
 
 SERIES: Series = ("speculative", "structured")
 
@@ -37,7 +38,7 @@ class SimulatedPair:
     seed: int = 0
 
     def requests_at(self, concurrency: float) -> int:
-        return max(self.requests, 4 * int(concurrency))
+        return point_requests("concurrency", concurrency, self.requests)
 
     def _steps(self, rng: random.Random) -> int:
         produced, steps = 1, 0  # the first token comes with the prefill

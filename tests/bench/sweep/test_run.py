@@ -29,7 +29,16 @@ from bench.standin.selfcheck import loopback_server
 from bench.standin.server import Script
 from bench.sweep.analysis import Slo, all_stats, best_goodput, crossovers, goodput, is_saturated
 from bench.sweep.report import CrossoverFile, peer_record, write_sweep_report
-from bench.sweep.run import SweepResults, SweepSettings, concurrency_grid, load_sweep, run_sweep, start_sweep
+from bench.sweep.run import (
+    LoadPoint,
+    SweepResults,
+    SweepSettings,
+    concurrency_grid,
+    load_sweep,
+    point_settings,
+    run_sweep,
+    start_sweep,
+)
 from tests.bench.builders import record, run_settings, sweep_settings
 from tests.bench.conftest import ROOT, usage_error
 from tests.conftest import EXAMPLE_ACCOUNT
@@ -245,6 +254,15 @@ def test_crossover_series_are_published_under_the_dashboards_names(sweep: SweepR
 
 
 @pytest.mark.timing
+def test_a_concurrency_point_sends_four_requests_per_worker_and_a_rate_point_requests_per_point():
+    settings = sweep_settings(requests_per_point=10)
+    wide = point_settings(settings, LoadPoint(kind="concurrency", value=8))
+    assert (wide.concurrency, wide.requests, wide.warmup) == (8, 32, 8)
+    assert point_settings(settings, LoadPoint(kind="concurrency", value=2)).requests == 10
+    rate = point_settings(settings, LoadPoint(kind="rate", value=50.0))
+    assert (rate.rate, rate.concurrency, rate.requests, rate.warmup) == (50.0, None, 10, 8)
+
+
 def test_a_resume_file_run_with_other_settings_is_refused_before_any_point_runs():
     """Both sweeps start through start_sweep: runs at other settings would not compare with the new ones."""
     earlier = start_sweep(sweep_settings(repeats=2), None)
