@@ -28,7 +28,7 @@ from bench.spec_metrics import SpecDecodeResult
 from bench.standin.selfcheck import loopback_server
 from bench.standin.server import Script
 from bench.sweep.analysis import Slo, all_stats, best_goodput, crossovers, goodput, is_saturated
-from bench.sweep.report import CrossoverFile, peer_record, write_sweep_report
+from bench.sweep.report import CrossoverFile, peer_record, prediction_section, write_sweep_report
 from bench.sweep.run import (
     LoadPoint,
     SweepResults,
@@ -222,6 +222,11 @@ def _vllm_saved_keys() -> set[str]:
     conditional = {"ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"}  # only with --ramp-up-strategy
     per_metric = {f"{s}_{m}_ms" for s in ("mean", "median", "std", "p99") for m in ("ttft", "tpot", "itl", "e2el")}
     return (keys - conditional) | per_metric
+
+
+def test_no_prediction_section_when_the_baseline_has_no_tpot_at_any_concurrency(sweep: SweepResults):
+    """Before: loads[0] of an empty list raised IndexError and `bench sweep-report` ended in a traceback."""
+    assert prediction_section(sweep, FLOOR, []) == []
 
 
 def test_peer_records_carry_every_key_vllm_bench_serve_saves():
