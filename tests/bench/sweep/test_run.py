@@ -55,9 +55,8 @@ GRID = concurrency_grid(MAX_NUM_SEQS)[:-1]  # 1, 2, 4, 8: the 4x point adds time
 
 
 def _settings(concurrencies: list[int], rates: list[float] | None, repeats: int, requests: int) -> SweepSettings:
-    run = run_settings(requests=requests, max_tokens=TOKENS)
-    return SweepSettings(
-        run=run,
+    return sweep_settings(
+        run=run_settings(requests=requests, max_tokens=TOKENS),
         concurrencies=concurrencies,
         rates=rates,
         repeats=repeats,
