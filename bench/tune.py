@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from bench.results import BenchResults, CaseRun
 from bench.spec_metrics import alpha_from_length, expected_speedup, expected_tokens_per_step
+from bench.sweep.analysis import first_below
 from config.speculation import K_RANGE
 
 DEFAULT_COST_RATIO = 0.05  # draft step / target step; Qwen3-1.7B vs Qwen3-32B is ~1.7/32 by parameters
@@ -315,7 +316,9 @@ def predict_crossovers(
         spec_step = run.step_time_s()
         c = fit.c if not spec_step else max(0.0, (spec_step - step((fit.k + 1) * load)) / (fit.k * step(load)))
         at = {g: predicted_speedup(tokens, fit.k, c, step, min(g, max_num_seqs or g)) for g in grid}
-        crossover = next((g for g in sorted(at) if at[g] < floor), None)
+        loads = sorted(at)
+        first = first_below([at[g] for g in loads], floor)  # the sweep's crossover rule, on predicted speedups
+        crossover = None if first is None else loads[first]
         out.append(CrossoverPrediction(fit.variant, fit.test_case, fit.kind, fit.k, tokens, c, crossover, at))
     return out
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from bench.standin.step_table import StepTable  # noqa: E402
 from bench.sweep.adaptive import Measurement, Planner  # noqa: E402
 from bench.sweep.analysis import Observation  # noqa: E402
-from bench.sweep.run import RATE_FRACTIONS, concurrency_grid  # noqa: E402
+from bench.sweep.run import RATE_FRACTIONS, LoadKind, concurrency_grid, point_requests  # noqa: E402
 from bench.sweep.sim import SimulatedPair, adaptive, full_grid  # noqa: E402
 
 TABLE = ROOT / "tests" / "bench" / "fixtures" / "step-times-h100-qwen3-32b.json"
@@ -72,9 +72,9 @@ def part1(seeds: int, tokens: int, mns: int, drift: float, jitter: float) -> Non
           f"{sum(ratios) / len(ratios):.1%}")  # fmt: skip
 
 
-def _point_seconds(kind: str, value: float, mns: int) -> tuple[int, float]:
+def _point_seconds(kind: LoadKind, value: float, mns: int) -> tuple[int, float]:
     """(requests, seconds) of one (point, repeat): every case and variant, one after the other."""
-    n = max(REQUESTS, 4 * int(value)) if kind == "concurrency" else REQUESTS
+    n = point_requests(kind, value, REQUESTS)
     per_run = n / min(value, mns) * REQUEST_S if kind == "concurrency" else n / value
     return n * CASES * VARIANTS, per_run * CASES * VARIANTS
 

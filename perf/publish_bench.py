@@ -38,6 +38,7 @@ from model_build.manifest import BuildRecord  # noqa: E402
 from model_build.plan import build_plan  # noqa: E402
 from model_build.store import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB  # noqa: E402
 from model_build.uploader import HASH_CACHE_NAME  # noqa: E402
+from tests.conftest import free_port  # noqa: E402
 
 WORK = Path("/tmp/publish-bench")
 BUCKET = "publish-bench"
@@ -76,12 +77,6 @@ def generate(tree: Path) -> int:
     )
     write_build_record(tree, record)
     return sum(p.stat().st_size for p in tree.rglob("*") if p.is_file())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_moto(port: int) -> subprocess.Popen[bytes]:

@@ -30,13 +30,11 @@ import itertools
 import math
 import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from bench.prompts import TestCase
-from bench.runner import Endpoint, Hardware, RunOptions, run_benchmark
+from bench.runner import Endpoint, Hardware, RunOptions
 from bench.sweep.analysis import Observation, first_below, repeat_observations, straddles
 from bench.sweep.run import (
     AdaptiveLog,
@@ -47,7 +45,8 @@ from bench.sweep.run import (
     SweepResults,
     SweepSettings,
     derived_rates,
-    point_settings,
+    run_point,
+    start_sweep,
 )
 
 Series = tuple[str, str]  # (speculative variant, prompt kind)
@@ -340,12 +339,7 @@ async def run_adaptive_sweep(
 ) -> SweepResults:
     """The concurrency loads, then the rate loads (derived from the concurrency points when not given), each
     through a Planner. `resume`: runs already in the file are reused, so the same decisions follow."""
-    if resume is not None and resume.settings != settings:
-        raise ValueError(
-            "--resume: the sweep file was run with other settings "
-            f"({resume.settings.model_dump(exclude={'run'})}); pass the same options, or a new --out"
-        )
-    sweep = SweepResults(created_at=datetime.now(UTC), settings=settings, points=list(resume.points if resume else []))
+    sweep = start_sweep(settings, resume)
     budget_s = settings.budget_minutes * 60 if settings.budget_minutes else None
     decisions: list[PointDecision] = []
     left: list[str] = []
@@ -384,18 +378,18 @@ async def run_adaptive_sweep(
             run = next((p for p in sweep.points if p.point == point and p.repeat == action.repeat), None)
             if run is None:
                 log(f"[{point.label} #{action.repeat + 1}] {action.reason}")
-                wall = time.perf_counter()
-                results = await run_benchmark(
+                results, wall, _ = await run_point(
                     endpoints,
                     cases,
-                    point_settings(settings, point),
-                    options=options or RunOptions(),
+                    settings,
+                    point,
+                    options=options,
                     k_by_variant=k_by_variant,
                     baseline=baseline,
                     hardware=hardware,
-                    log=lambda line: log(f"  {line}"),
+                    log=log,
                 )
-                log(f"[{point.label} #{action.repeat + 1}] {time.perf_counter() - wall:.1f} s wall")
+                log(f"[{point.label} #{action.repeat + 1}] {wall:.1f} s wall")
                 run = PointRun(point=point, repeat=action.repeat, results=results)
                 sweep.points.append(run)
             measurement = _measurement(run)

@@ -320,8 +320,10 @@ def prediction_section(sweep: SweepResults, floor: float, stats: Sequence[PointS
         if s.variant == sweep.baseline and s.point.kind == "concurrency" and s.tpot_p50
     }
     loads = [c for c in concurrency if c in base][:2]
+    if len(loads) < 2:  # checked first: with no baseline TPOT at all, loads[0] does not exist
+        return []
     first = next((p for p in sweep.points if p.point.kind == "concurrency" and p.point.value == loads[0]), None)
-    if len(loads) < 2 or first is None:
+    if first is None:
         return []
     mns = sweep.settings.max_num_seqs
     grid = [float(c) for c in sweep.settings.concurrencies if mns is None or c <= mns]

@@ -32,6 +32,7 @@ Grid = Literal["adaptive", "full"]
 # The rate grid, when not given: these fractions of the baseline's request throughput at the largest
 # concurrency within max_num_seqs, so it spans light load to past saturation (where the queue grows).
 RATE_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.5)
+REQUESTS_PER_WORKER = 4  # at a concurrency point: each worker sends at least this many
 RATE_WARMUP = 8  # requests sent at once before a rate point, as `bench run --rate` does: connections are open
 
 
@@ -153,22 +154,67 @@ def derived_rates(sweep: SweepResults) -> list[float]:
     return [float(f"{capacity * f:.3g}") for f in RATE_FRACTIONS]
 
 
+def point_requests(kind: LoadKind, value: float, requests_per_point: int) -> int:
+    """Requests of one run at a load: requests_per_point, and at a concurrency at least REQUESTS_PER_WORKER per
+    worker, so every worker sends several. The simulations (bench/sweep/sim.py, perf/adaptive_sweep.py) count
+    requests by this too."""
+    return max(requests_per_point, REQUESTS_PER_WORKER * int(value)) if kind == "concurrency" else requests_per_point
+
+
 def point_settings(settings: SweepSettings, point: LoadPoint) -> RunSettings:
-    """The RunSettings of one point: enough requests that every worker sends several (4 each), and a warm-up of
-    one request per worker (closed loop) or RATE_WARMUP (open loop)."""
+    """The RunSettings of one point: point_requests requests, and a warm-up of one request per worker (closed
+    loop) or RATE_WARMUP (open loop)."""
+    requests = point_requests(point.kind, point.value, settings.requests_per_point)
     if point.kind == "concurrency":
         c = int(point.value)
-        return settings.run.model_copy(
-            update={"concurrency": c, "rate": None, "requests": max(settings.requests_per_point, 4 * c), "warmup": c}
-        )
+        return settings.run.model_copy(update={"concurrency": c, "rate": None, "requests": requests, "warmup": c})
     return settings.run.model_copy(
         update={
             "concurrency": None,
             "rate": point.value,
-            "requests": settings.requests_per_point,
+            "requests": requests,
             "warmup": RATE_WARMUP,
         }
     )
+
+
+def start_sweep(settings: SweepSettings, resume: SweepResults | None) -> SweepResults:
+    """A new sweep file's content holding `resume`'s runs, refused when `resume` was run with other settings
+    (its runs would not be comparable); both the full grid and the adaptive sweep start here."""
+    if resume is not None and resume.settings != settings:
+        raise ValueError(
+            "--resume: the sweep file was run with other settings "
+            f"({resume.settings.model_dump(exclude={'run'})}); pass the same options, or a new --out"
+        )
+    return SweepResults(created_at=datetime.now(UTC), settings=settings, points=list(resume.points if resume else []))
+
+
+async def run_point(
+    endpoints: Sequence[Endpoint],
+    cases: Sequence[TestCase],
+    settings: SweepSettings,
+    point: LoadPoint,
+    *,
+    options: RunOptions | None,
+    k_by_variant: dict[str, int] | None,
+    baseline: str | None,
+    hardware: Hardware | None,
+    log: Callable[[str], None],
+) -> tuple[BenchResults, float, float]:
+    """One run of `point` (every variant, interleaved), its log lines indented; with the wall and client-CPU
+    seconds it took, which each sweep logs its own way."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    results = await run_benchmark(
+        endpoints,
+        cases,
+        point_settings(settings, point),
+        options=options or RunOptions(),
+        k_by_variant=k_by_variant,
+        baseline=baseline,
+        hardware=hardware,
+        log=lambda line: log(f"  {line}"),
+    )
+    return results, time.perf_counter() - wall, time.process_time() - cpu
 
 
 async def run_sweep(
@@ -186,12 +232,7 @@ async def run_sweep(
 ) -> SweepResults:
     """The concurrency grid, then the rate grid (derived after the concurrency grid when not given), each
     point `repeats` times. `resume`: its (point, repeat) runs are kept and not run again."""
-    if resume is not None and resume.settings != settings:
-        raise ValueError(
-            "--resume: the sweep file was run with other settings "
-            f"({resume.settings.model_dump(exclude={'run'})}); pass the same options, or a new --out"
-        )
-    sweep = SweepResults(created_at=datetime.now(UTC), settings=settings, points=list(resume.points if resume else []))
+    sweep = start_sweep(settings, resume)
 
     async def run_points(points: list[LoadPoint]) -> None:
         for point in points:
@@ -200,18 +241,17 @@ async def run_sweep(
                     log(f"[{point.label} #{repeat + 1}] already in the sweep file; skipped")
                     continue
                 log(f"[{point.label} #{repeat + 1}/{settings.repeats}]")
-                wall, cpu = time.perf_counter(), time.process_time()
-                results = await run_benchmark(
+                results, wall, cpu = await run_point(
                     endpoints,
                     cases,
-                    point_settings(settings, point),
-                    options=options or RunOptions(),
+                    settings,
+                    point,
+                    options=options,
                     k_by_variant=k_by_variant,
                     baseline=baseline,
                     hardware=hardware,
-                    log=lambda line: log(f"  {line}"),
+                    log=log,
                 )
-                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
                 # the client's own CPU: near a core, its timestamps are late (python -m bench.standin.selfcheck)
                 log(f"[{point.label} #{repeat + 1}] {wall:.1f} s wall, {cpu:.2f} s client CPU ({cpu / wall:.0%})")
                 sweep.points.append(PointRun(point=point, repeat=repeat, results=results))

@@ -12,12 +12,12 @@ so a (load, repeat) is the same sample whichever sweep asks for it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.standin.step_table import Curve, step_at
 from bench.sweep.adaptive import Action, Measurement, Planner, Series
-from bench.sweep.analysis import observe, straddles
+from bench.sweep.analysis import observe
+from bench.sweep.run import point_requests
 
 SERIES: Series = ("speculative", "structured")
 
@@ -38,7 +38,7 @@ class SimulatedPair:
     seed: int = 0
 
     def requests_at(self, concurrency: float) -> int:
-        return max(self.requests, 4 * int(concurrency))
+        return point_requests("concurrency", concurrency, self.requests)
 
     def _steps(self, rng: random.Random) -> int:
         produced, steps = 1, 0  # the first token comes with the prefill
@@ -95,7 +95,3 @@ def adaptive(pair: SimulatedPair, grid: list[float], repeats: int, floor: float 
         planner.record(action, pair.measure(action.value, action.repeat))
     crossover, uncertain = planner.crossover(SERIES)
     return Outcome(crossover, uncertain, planner.requests()), planner
-
-
-Measure = Callable[[float, int], Measurement]
-__all__ = ["SERIES", "Outcome", "SimulatedPair", "adaptive", "full_grid", "straddles"]

@@ -36,6 +36,14 @@ def serve() -> Iterator[Serve]:
         yield start
 
 
+def usage_error(main: Callable[[list[str]], object], argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """What argparse wrote to stderr when it refused `argv`: it exits 2 before anything is run."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
 @pytest.fixture
 def fixture_text() -> Callable[[str], str]:
     return lambda name: (FIXTURES / name).read_text()

@@ -19,7 +19,7 @@ from bench.results import BenchResults, load_results, save_results
 from bench.runner import format_table
 from bench.standin.server import Script
 from tests.bench.builders import sweep_settings
-from tests.bench.conftest import ROOT, Serve
+from tests.bench.conftest import ROOT, Serve, usage_error
 from tests.conftest import default_config_dict
 
 
@@ -262,17 +262,12 @@ def test_run_flags_are_refused_at_parse_time_with_the_flag_and_the_range(
     flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before: 0/-1/nan timeouts disabled the timeout, --concurrency -1 ran 31 s then said "cannot reach"."""
-    with pytest.raises(SystemExit) as exit_:
-        main(["run", "--endpoint", "a=http://127.0.0.1:9", flag, value])
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err
+    err = usage_error(main, ["run", "--endpoint", "a=http://127.0.0.1:9", flag, value], capsys)
     assert f"argument {flag}" in err and words in err and "Traceback" not in err
 
 
 def test_tune_refuses_a_cost_ratio_that_is_not_a_finite_number(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(["tune", "r.json", "--cost-ratio", "nan"])
-    assert exit_.value.code == 2 and "not a finite number" in capsys.readouterr().err
+    assert "not a finite number" in usage_error(main, ["tune", "r.json", "--cost-ratio", "nan"], capsys)
 
 
 @pytest.mark.parametrize("command", [["run"], ["sweep", "--concurrency", "1"]])
@@ -353,10 +348,7 @@ def ends_within(seconds: float, call):  # type: ignore[no-untyped-def]
 def test_sweep_values_that_would_fail_in_the_grid_are_refused_when_parsed(
     flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(["sweep", "--endpoint", REFUSING, flag, value])
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and f"argument {flag}: {words}" in err
+    assert f"argument {flag}: {words}" in usage_error(main, ["sweep", "--endpoint", REFUSING, flag, value], capsys)
 
 
 @pytest.mark.parametrize(

@@ -364,6 +364,16 @@ def test_the_predicted_crossover_from_concurrency_1_and_two_baseline_loads_is_wi
     assert abs(grid.index(predicted) - grid.index(float(truth[f"k{k}_a{alpha}"]))) <= 1
 
 
+def test_the_predicted_crossover_is_the_first_grid_load_below_the_floor(bench_results: BenchResults):
+    """The sweep's crossover rule (bench/sweep/analysis.py first_below) on the predicted speedups."""
+    from bench.tune import predict_crossovers
+
+    grid = [1.0, 2.0, 4.0, 8.0]
+    for floor, expected in ((100.0, 1.0), (0.0, None)):
+        predictions = predict_crossovers(bench_results, {"speculative": 4}, {1.0: 0.01, 4.0: 0.0104}, grid, floor)
+        assert predictions and all(p.crossover == expected for p in predictions)
+
+
 def test_tune_predicts_a_crossover_with_its_assumptions_and_refuses_one_load(
     bench_results: BenchResults, tmp_path, capsys
 ):

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from bench.standin.selfcheck import main
+from tests.bench.conftest import usage_error
 
 
 @pytest.mark.timing
@@ -39,7 +40,5 @@ def test_selfcheck_bounds_its_arguments() -> None:
 def test_selfcheck_refuses_bad_numbers_at_parse_time(
     flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main([flag, value])
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and f"argument {flag}" in err and words in err and "Traceback" not in err
+    err = usage_error(main, [flag, value], capsys)
+    assert f"argument {flag}" in err and words in err and "Traceback" not in err

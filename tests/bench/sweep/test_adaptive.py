@@ -20,9 +20,9 @@ from bench.standin.step_table import StepTable, acceptance_pattern
 from bench.sweep.adaptive import Action, Measurement, Planner, run_adaptive_sweep
 from bench.sweep.analysis import Observation, Slo, crossovers
 from bench.sweep.report import CrossoverFile, write_sweep_report
-from bench.sweep.run import SweepSettings, concurrency_grid
+from bench.sweep.run import concurrency_grid
 from bench.sweep.sim import SimulatedPair, adaptive, full_grid
-from tests.bench.builders import run_settings
+from tests.bench.builders import run_settings, sweep_settings
 from tests.bench.conftest import FIXTURES
 
 FLOOR = 1.05
@@ -122,9 +122,12 @@ def test_end_to_end_on_loopback_stand_ins_stepping_at_the_h100_curves(tmp_path: 
     mns, tokens = 32, 8
     base, spec = _h100_script(0, 0.0, 1.0, mns), _h100_script(5, 0.6, 1.0, mns)
     case = next(c for c in DEFAULT_SUITE if c.kind == "structured")
-    run = run_settings(requests=4, max_tokens=tokens)  # fmt: skip
-    settings = SweepSettings(
-        run=run, concurrencies=concurrency_grid(mns), rates=[], repeats=2, requests_per_point=4, max_num_seqs=mns
+    settings = sweep_settings(
+        run=run_settings(requests=4, max_tokens=tokens),
+        concurrencies=concurrency_grid(mns),
+        repeats=2,
+        requests_per_point=4,
+        max_num_seqs=mns,
     )
     with loopback_server(base, 300) as b, loopback_server(spec, 300) as s:
         endpoints = [Endpoint("baseline", b), Endpoint("speculative", s)]

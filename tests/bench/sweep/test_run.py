@@ -28,10 +28,19 @@ from bench.spec_metrics import SpecDecodeResult
 from bench.standin.selfcheck import loopback_server
 from bench.standin.server import Script
 from bench.sweep.analysis import Slo, all_stats, best_goodput, crossovers, goodput, is_saturated
-from bench.sweep.report import CrossoverFile, peer_record, write_sweep_report
-from bench.sweep.run import SweepResults, SweepSettings, concurrency_grid, load_sweep, run_sweep
-from tests.bench.builders import record, run_settings
-from tests.bench.conftest import ROOT
+from bench.sweep.report import CrossoverFile, peer_record, prediction_section, write_sweep_report
+from bench.sweep.run import (
+    LoadPoint,
+    SweepResults,
+    SweepSettings,
+    concurrency_grid,
+    load_sweep,
+    point_settings,
+    run_sweep,
+    start_sweep,
+)
+from tests.bench.builders import record, run_settings, sweep_settings
+from tests.bench.conftest import ROOT, usage_error
 from tests.conftest import EXAMPLE_ACCOUNT
 
 MAX_NUM_SEQS = 4
@@ -46,9 +55,8 @@ GRID = concurrency_grid(MAX_NUM_SEQS)[:-1]  # 1, 2, 4, 8: the 4x point adds time
 
 
 def _settings(concurrencies: list[int], rates: list[float] | None, repeats: int, requests: int) -> SweepSettings:
-    run = run_settings(requests=requests, max_tokens=TOKENS)
-    return SweepSettings(
-        run=run,
+    return sweep_settings(
+        run=run_settings(requests=requests, max_tokens=TOKENS),
         concurrencies=concurrencies,
         rates=rates,
         repeats=repeats,
@@ -215,6 +223,11 @@ def _vllm_saved_keys() -> set[str]:
     return (keys - conditional) | per_metric
 
 
+def test_no_prediction_section_when_the_baseline_has_no_tpot_at_any_concurrency(sweep: SweepResults):
+    """Before: loads[0] of an empty list raised IndexError and `bench sweep-report` ended in a traceback."""
+    assert prediction_section(sweep, FLOOR, []) == []
+
+
 def test_peer_records_carry_every_key_vllm_bench_serve_saves():
     records = [record(0.0, 0.1, 0.04), record(0.1, 0.12, 0.03)]
     from bench.results import BenchResults, VariantInfo
@@ -245,6 +258,23 @@ def test_crossover_series_are_published_under_the_dashboards_names(sweep: SweepR
 
 
 @pytest.mark.timing
+def test_a_concurrency_point_sends_four_requests_per_worker_and_a_rate_point_requests_per_point():
+    settings = sweep_settings(requests_per_point=10)
+    wide = point_settings(settings, LoadPoint(kind="concurrency", value=8))
+    assert (wide.concurrency, wide.requests, wide.warmup) == (8, 32, 8)
+    assert point_settings(settings, LoadPoint(kind="concurrency", value=2)).requests == 10
+    rate = point_settings(settings, LoadPoint(kind="rate", value=50.0))
+    assert (rate.rate, rate.concurrency, rate.requests, rate.warmup) == (50.0, None, 10, 8)
+
+
+def test_a_resume_file_run_with_other_settings_is_refused_before_any_point_runs():
+    """Both sweeps start through start_sweep: runs at other settings would not compare with the new ones."""
+    earlier = start_sweep(sweep_settings(repeats=2), None)
+    with pytest.raises(ValueError, match=r"^--resume: the sweep file was run with other settings .*a new --out$"):
+        start_sweep(sweep_settings(repeats=3), earlier)
+    assert start_sweep(sweep_settings(repeats=2), earlier).settings == earlier.settings
+
+
 def test_a_killed_sweep_resumes_without_losing_or_repeating_a_point(stand_ins: dict[str, str], tmp_path: Path):
     """SIGKILL once the sweep file holds a point, then --resume: every (point, repeat) of the full grid exactly once."""
     out = tmp_path / "sweep.json"
@@ -305,6 +335,4 @@ def test_a_sweep_whose_upload_and_publish_meet_a_silent_aws_ends_in_sentences(
 def test_sweep_numbers_are_checked_when_parsed(flag: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     from bench.__main__ import main
 
-    with pytest.raises(SystemExit) as exit_:
-        main(["sweep", "--endpoint", "a=http://127.0.0.1:9", *flag])
-    assert exit_.value.code == 2 and f"argument {flag[0]}" in capsys.readouterr().err
+    assert f"argument {flag[0]}" in usage_error(main, ["sweep", "--endpoint", "a=http://127.0.0.1:9", *flag], capsys)
