@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from charts.autoscaling import running_query, selector, serving_replicas_query, waiting_query
-from charts.endpoint import spill_thresholds
+from charts.envoy_bootstrap import spill_thresholds
 from config.endpoint import CAPPED_SUFFIX, SPILL_METRICS
 from config.metrics import ITL, NAMESPACE_LABEL, TEST_CASE, VARIANT
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
@@ -221,7 +221,7 @@ def _profile_row(b: DashboardBuilder, ns: str, p: ServingProfile) -> None:
 
 
 def spilling_arms(config: DeploymentConfig) -> list[str]:
-    """The speculative arms the endpoint caps and spills (charts/endpoint.spill_thresholds owns the rule)."""
+    """The speculative arms the endpoint caps and spills (charts/envoy_bootstrap.spill_thresholds owns the rule)."""
     return list(spill_thresholds(config))
 
 

@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 from cdk8s_plus_34 import k8s
 
-from charts.endpoint import ENVOY_IMAGE, ROUTER
+from charts.endpoint import ENVOY_IMAGE
+from charts.envoy_bootstrap import ROUTER
 from charts.pod_security import non_root
 
 METRICS_PORT = 9400

@@ -11,7 +11,7 @@ ARM_HEADER = "x-trn-specdec-arm"  # on every proxied response: the profile that 
 STICKY_HEADER = "x-session-id"  # default session header: one value always lands on the same arm
 # Envoy's Prometheus counters of requests the capped cluster of a speculative arm refused, which then went to the
 # baseline: their sum, labelled envoy_cluster_name="<profile>-capped", is how much spilled. With the cap per replica
-# (per-host connections, charts/endpoint.py) a refusal is a pending overflow: every replica full and the waiting places
+# (per-host connections, charts/envoy_bootstrap.py) a refusal is a pending overflow: every replica full and the waiting places
 # (threshold x configured replicas) taken, or a burst larger than those arriving while connections open. Active
 # overflow cannot happen with the limits rendered now (the cluster-wide max_requests is a million) and stays in the
 # sum so that such a limit would be counted too.

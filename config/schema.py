@@ -650,7 +650,7 @@ class DeploymentConfig(_Strict):
         problems = [
             f"endpoint.crossover_file={path!r} gives {name} a spill threshold of {paying} in flight per replica, "
             f"above the Envoy circuit-breaker limit of {ENVOY_THRESHOLD_MAX} (each replica is its own host with that "
-            f"limit, charts/endpoint.py); set endpoint.spill_threshold.{name} or remove crossover_file"
+            f"limit, charts/envoy_bootstrap.py); set endpoint.spill_threshold.{name} or remove crossover_file"
             for name, paying in self._crossover_paying.items()
             if paying > ENVOY_THRESHOLD_MAX
         ]

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from bench.client import Target, run_load  # noqa: E402
 from bench.results import percentile  # noqa: E402
 from bench.standin.selfcheck import server_log  # noqa: E402
-from charts.endpoint import Upstream  # noqa: E402
+from charts.envoy_bootstrap import Upstream  # noqa: E402
 from config import parse_config  # noqa: E402
 from tests.conftest import default_config_dict  # noqa: E402
 from tests.router_harness import envoy_router, stand_ins  # noqa: E402

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.client import Target, run_load  # noqa: E402
-from charts.endpoint import Upstream  # noqa: E402
+from charts.envoy_bootstrap import Upstream  # noqa: E402
 from config import parse_config  # noqa: E402
 from config.endpoint import CAPPED_SUFFIX, SPILL_METRICS  # noqa: E402
 from tests.conftest import default_config_dict  # noqa: E402

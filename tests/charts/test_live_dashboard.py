@@ -14,7 +14,7 @@ import promql_parser as promql
 import pytest
 import yaml
 
-from charts.endpoint import Upstream
+from charts.envoy_bootstrap import Upstream
 from charts.live_dashboard import (
     CLOUDWATCH_UID,
     PROMETHEUS_UID,

@@ -102,7 +102,7 @@ def test_a_threshold_above_envoys_uint32_limit_is_refused(tmp_path: Path) -> Non
 
 
 def test_the_envoy_limit_applies_per_replica_not_to_the_sum(tmp_path: Path) -> None:
-    """Each Ready replica is its own Envoy host with the per-replica threshold (charts/endpoint.py), so the limit
+    """Each Ready replica is its own Envoy host with the per-replica threshold (charts/envoy_bootstrap.py), so the limit
     bounds that value alone: 2^32 - 1 with two replicas renders."""
     path = tmp_path / "crossover.json"
     path.write_text(json.dumps(crossover_data(last_paying=2**32 - 1, crossover=2**32)))
