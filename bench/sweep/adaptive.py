@@ -29,12 +29,11 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from bench.prompts import TestCase
-from bench.runner import Endpoint, Hardware, RunOptions
+from bench.runner import Endpoint, RunOptions
 from bench.sweep.analysis import Observation, first_below, repeat_observations, straddles
 from bench.sweep.run import (
     AdaptiveLog,
@@ -330,16 +329,14 @@ async def run_adaptive_sweep(
     floor: float,
     *,
     options: RunOptions | None = None,
-    k_by_variant: dict[str, int] | None = None,
-    baseline: str | None = None,
-    hardware: Hardware | None = None,
     resume: SweepResults | None = None,
     on_point: Callable[[SweepResults], None] = lambda _: None,
-    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> SweepResults:
     """The concurrency loads, then the rate loads (derived from the concurrency points when not given), each
     through a Planner. `resume`: runs already in the file are reused, so the same decisions follow."""
     sweep = start_sweep(settings, resume)
+    options = options or RunOptions()
+    log = options.log
     budget_s = settings.budget_minutes * 60 if settings.budget_minutes else None
     decisions: list[PointDecision] = []
     left: list[str] = []
@@ -378,17 +375,7 @@ async def run_adaptive_sweep(
             run = next((p for p in sweep.points if p.point == point and p.repeat == action.repeat), None)
             if run is None:
                 log(f"[{point.label} #{action.repeat + 1}] {action.reason}")
-                results, wall, _ = await run_point(
-                    endpoints,
-                    cases,
-                    settings,
-                    point,
-                    options=options,
-                    k_by_variant=k_by_variant,
-                    baseline=baseline,
-                    hardware=hardware,
-                    log=log,
-                )
+                results, wall, _ = await run_point(endpoints, cases, settings, point, options)
                 log(f"[{point.label} #{action.repeat + 1}] {wall:.1f} s wall")
                 run = PointRun(point=point, repeat=action.repeat, results=results)
                 sweep.points.append(run)

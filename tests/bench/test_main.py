@@ -286,12 +286,12 @@ def test_an_unwritable_out_is_refused_before_any_request(
 def test_a_results_file_that_becomes_unwritable_mid_run_is_a_sentence(
     serve: Serve, slow_suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
 ) -> None:
-    import bench.__main__ as cli
+    import bench.commands.run as run_command
 
     def full_disk(results: object, path: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cli, "save_results", full_disk)
+    monkeypatch.setattr(run_command, "save_results", full_disk)
     url = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none"))
     assert main(_run_cmd(url, slow_suite, tmp_path / "r.json")[3:]) == 1
     err = capsys.readouterr().err
