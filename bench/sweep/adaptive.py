@@ -26,12 +26,12 @@ crossover.json keeps its schema; a grid load that was not measured is absent fro
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from bench.curve import value_at
 from bench.prompts import TestCase
 from bench.runner import Endpoint, RunOptions
 from bench.sweep.analysis import Observation, first_below, repeat_observations, straddles
@@ -169,23 +169,11 @@ class Planner:
         loads = self._loads(s)
         if len(loads) < 2:
             return None
-        pts = [
-            (v, statistics.median(o.base_tpot for o in obs), statistics.median(o.tpot for o in obs))
-            for v in loads
-            if (obs := self.observations(s, v))
-        ]
-
-        def at(i: int) -> float:
-            if value <= pts[0][0]:
-                return pts[0][i]
-            for a, b in itertools.pairwise(pts):
-                if value <= b[0]:
-                    return a[i] + (b[i] - a[i]) * (value - a[0]) / (b[0] - a[0])
-            a, b = pts[-2], pts[-1]
-            return b[i] + max(0.0, (b[i] - a[i]) / (b[0] - a[0])) * (value - b[0])
-
-        tpot = at(2)
-        return at(1) / tpot if tpot > 0 else None
+        observed = [(v, obs) for v in loads if (obs := self.observations(s, v))]
+        base = [(v, statistics.median(o.base_tpot for o in obs)) for v, obs in observed]
+        spec = [(v, statistics.median(o.tpot for o in obs)) for v, obs in observed]
+        tpot = value_at(spec, value, never_falling=True)
+        return value_at(base, value, never_falling=True) / tpot if tpot > 0 else None
 
     def next(self) -> Action | None:
         """The lowest load any series needs next, or None when every series' crossover is bracketed by
