@@ -33,36 +33,43 @@ class Command:
     problem: Callable[[argparse.Namespace], str | None] = _no_problem
 
 
+class Interrupted(Exception):
+    """Ctrl-C while a command measured: said without `error:`, exit EXIT_INTERRUPTED (what finished is kept)."""
+
+
 def execute_and_report(command: Command, args: argparse.Namespace) -> int:
     """Runs `command` on parsed `args`: a problem with the flags, an unreadable results file or config are one
     `error:` line and EXIT_USAGE, before or instead of the work; a CommandError a command raises is its sentence and
-    its code (EXIT_USAGE unless it says otherwise)."""
+    its code (EXIT_USAGE unless it says otherwise); Ctrl-C while measuring says where the finished work is."""
     try:
         if problem := command.problem(args):
             raise CommandError(problem)
         return command.execute(args)
     except (ResultsError, ConfigError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return _said(f"error: {err}", EXIT_USAGE)
     except CommandError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.code
+        return _said(f"error: {err}", err.code)
+    except Interrupted as err:
+        return _said(f"\ninterrupted: {err}", EXIT_INTERRUPTED)
+
+
+def _said(sentence: str, code: int) -> int:
+    print(sentence, file=sys.stderr)
+    return code
 
 
 T = TypeVar("T")
 
 
-def run_to_file(work: Coroutine[Any, Any, T], out: Path, *, writes: str, finished: str) -> T | int:
-    """Runs a run or a sweep that saves to `out` as it goes; a failure or Ctrl-C is a sentence and its exit code,
-    the same for every command that measures (what finished stays in `out`, for --resume)."""
+def run_to_file(work: Coroutine[Any, Any, T], out: Path, *, writes: str, finished: str) -> T:
+    """Runs a run or a sweep that saves to `out` as it goes; a failure is a CommandError (exit 1) and Ctrl-C an
+    Interrupted, the same for every command that measures (what finished stays in `out`, for --resume)."""
     try:
         return asyncio.run(work)
     except (ConnectionError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_FAILED
+        raise CommandError(str(err), EXIT_FAILED) from None
     except OSError as err:
-        print(f"error: cannot write {writes} to {str(out)!r} ({err.strerror}); choose another --out", file=sys.stderr)
-        return EXIT_FAILED
+        why = f"cannot write {writes} to {str(out)!r} ({err.strerror}); choose another --out"
+        raise CommandError(why, EXIT_FAILED) from None
     except KeyboardInterrupt:
-        print(f"\ninterrupted: every finished {finished} is in {out}; add --resume to continue", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        raise Interrupted(f"every finished {finished} is in {out}; add --resume to continue") from None

@@ -138,8 +138,6 @@ def execute(args: argparse.Namespace) -> int:
         writes="the results",
         finished="test case",
     )
-    if isinstance(results, int):
-        return results
     save_results(results, out)
     print(format_table(results))
     print("\n" + format_cost(results))

@@ -179,8 +179,6 @@ def execute(args: argparse.Namespace) -> int:
     else:
         work = run_sweep(endpoints, cases, settings, options=options, resume=previous, on_point=save)
     sweep = run_to_file(work, out, writes="the sweep", finished="point")
-    if isinstance(sweep, int):
-        return sweep
     save_sweep(sweep, out)
     variants = sweep.points[0].results.variants if sweep.points else []
     if failed := measuring.variants_without_success(variants, [r for p in sweep.points for r in p.results.runs]):
