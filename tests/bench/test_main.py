@@ -241,29 +241,40 @@ def test_cost_comes_from_the_configured_price_and_each_profiles_share_of_the_nod
 
 
 @pytest.mark.parametrize(
-    ("flag", "value", "words"),
+    ("command", "flag", "value", "words"),
     [
-        ("--request-timeout", "0", "must be greater than 0"),
-        ("--request-timeout", "-1", "must be greater than 0"),
-        ("--request-timeout", "nan", "not a finite number"),
-        ("--request-timeout", "inf", "not a finite number"),
-        ("--max-duration", "nan", "not a finite number"),
-        ("--concurrency", "-1", "below 1"),
-        ("--concurrency", "0", "below 1"),
-        ("--rate", "0", "must be greater than 0"),
-        ("--rate", "nan", "not a finite number"),
-        ("--requests", "abc", "'abc' is not a whole number"),
-        ("--requests", "0", "below 1"),
-        ("--warmup", "-1", "below 0"),
-        ("--max-tokens", "0", "below 1"),
+        ("run", "--request-timeout", "0", "0 must be greater than 0"),
+        ("run", "--request-timeout", "-1", "-1 must be greater than 0"),
+        ("run", "--request-timeout", "nan", "'nan' is not a finite number"),
+        ("run", "--request-timeout", "inf", "'inf' is not a finite number"),
+        ("run", "--max-duration", "nan", "'nan' is not a finite number"),
+        ("run", "--concurrency", "-1", "-1 is below 1"),
+        ("run", "--concurrency", "0", "0 is below 1"),
+        ("run", "--rate", "0", "0 must be greater than 0"),
+        ("run", "--rate", "nan", "'nan' is not a finite number"),
+        ("run", "--requests", "abc", "'abc' is not a whole number"),
+        ("run", "--requests", "0", "0 is below 1"),
+        ("run", "--warmup", "-1", "-1 is below 0"),
+        ("run", "--max-tokens", "0", "0 is below 1"),
+        ("sweep", "--rates", "nan", "'nan' holds nan; every value must be a finite number above 0"),
+        ("sweep", "--rates", "1,inf", "'1,inf' holds inf"),
+        ("sweep", "--concurrency", "abc", "'abc' is not a comma-separated list of whole numbers"),
+        ("sweep", "--concurrency", "0", "'0' holds 0"),
+        ("sweep", "--concurrency", "2000", "'2000' holds 2000, above 1024 (4x the largest batch"),
+        ("sweep", "--max-num-seqs", "100000", "100000 is above 256 (the largest batch a profile compiles"),
+        ("sweep", "--requests", "0", "0 is below 1"),
+        ("sweep", "--repeats", "0", "0 is below 1"),
+        ("sweep", "--request-timeout", "nan", "'nan' is not a finite number"),
+        ("sweep", "--max-duration", "inf", "'inf' is not a finite number"),
     ],
 )
-def test_run_flags_are_refused_at_parse_time_with_the_flag_and_the_range(
-    flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
+def test_numbers_are_refused_at_parse_time_with_the_flag_and_the_range(
+    command: str, flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Before: 0/-1/nan timeouts disabled the timeout, --concurrency -1 ran 31 s then said "cannot reach"."""
-    err = usage_error(main, ["run", "--endpoint", "a=http://127.0.0.1:9", flag, value], capsys)
-    assert f"argument {flag}" in err and words in err and "Traceback" not in err
+    """Before: 0/-1/nan timeouts disabled the timeout, --concurrency -1 ran 31 s then said "cannot reach"; a sweep's
+    value that fails in its grid would fail hours into the sweep."""
+    err = usage_error(main, [command, "--endpoint", REFUSING, flag, value], capsys)
+    assert f"argument {flag}: {words}" in err and "Traceback" not in err
 
 
 def test_tune_refuses_a_cost_ratio_that_is_not_a_finite_number(capsys: pytest.CaptureFixture[str]) -> None:
@@ -332,23 +343,6 @@ def ends_within(seconds: float, call):  # type: ignore[no-untyped-def]
     worker.join(timeout=seconds)
     assert not worker.is_alive(), f"still running after {seconds} s"
     return result[0]
-
-
-@pytest.mark.parametrize(
-    ("flag", "value", "words"),
-    [
-        ("--rates", "nan", "'nan' holds nan; every value must be a finite number above 0"),
-        ("--rates", "1,inf", "'1,inf' holds inf"),
-        ("--concurrency", "abc", "'abc' is not a comma-separated list of whole numbers"),
-        ("--concurrency", "0", "'0' holds 0"),
-        ("--concurrency", "2000", "'2000' holds 2000, above 1024 (4x the largest batch"),
-        ("--max-num-seqs", "100000", "100000 is above 256 (the largest batch a profile compiles"),
-    ],
-)
-def test_sweep_values_that_would_fail_in_the_grid_are_refused_when_parsed(
-    flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert f"argument {flag}: {words}" in usage_error(main, ["sweep", "--endpoint", REFUSING, flag, value], capsys)
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ from bench.sweep.run import (
     start_sweep,
 )
 from tests.bench.builders import quiet, record, run_settings, sweep_settings
-from tests.bench.conftest import ROOT, usage_error
+from tests.bench.conftest import ROOT
 from tests.conftest import EXAMPLE_ACCOUNT
 
 MAX_NUM_SEQS = 4
@@ -330,12 +330,3 @@ def test_a_sweep_whose_upload_and_publish_meet_a_silent_aws_ends_in_sentences(
         assert execute_and_report(Command("sweep", "", lambda _: None, outputs), args) == 1
         err = capsys.readouterr().err
         assert words in err and "did not answer" in err and "Traceback" not in err
-
-
-@pytest.mark.parametrize(
-    "flag", [["--requests", "0"], ["--repeats", "0"], ["--request-timeout", "nan"], ["--max-duration", "inf"]]
-)
-def test_sweep_numbers_are_checked_when_parsed(flag: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    from bench.__main__ import main
-
-    assert f"argument {flag[0]}" in usage_error(main, ["sweep", "--endpoint", "a=http://127.0.0.1:9", *flag], capsys)
