@@ -28,6 +28,8 @@ def publish_results(results: object, cfg: object | None) -> None:
 
 
 def metrics_namespace(cfg: object | None, what: str = "the metrics namespace") -> str:
+    """The config's CloudWatch namespace; without a config, a sentence asking for one (`what` as each command
+    has always named it)."""
     if cfg is None:
         raise CommandError(f"publishing needs the deployment config for {what}; pass --config")
     return cfg.observability.metrics_namespace  # type: ignore[attr-defined, no-any-return]
