@@ -12,7 +12,7 @@ from bench.arguments import finite_number, whole_number
 from bench.commands import deployment, measuring
 from bench.commands.command import Command, run_to_file
 from bench.commands.publish import publish_results
-from bench.commands.upload import upload
+from bench.commands.upload import upload, url_problem
 from bench.results import RunSettings, Stop, load_results, save_results
 from config.endpoint import OVERRIDE_HEADER
 from config.exit_codes import EXIT_FAILED, EXIT_OK, CommandError
@@ -97,8 +97,8 @@ def execute(args: argparse.Namespace) -> int:
         cases = load_suite(args.suite)
     except (ValueError, SuiteError) as err:
         raise CommandError(str(err)) from None
-    if args.upload and not args.upload.startswith("s3://"):
-        raise CommandError(f"--upload {args.upload!r} is not s3://BUCKET/KEY")
+    if args.upload and (problem := url_problem(args.upload)):
+        raise CommandError(problem)
     if args.requests is None:
         args.requests = LOSSLESS_REQUESTS if args.lossless else 100
     if args.lossless and args.rate is None and args.concurrency is None:

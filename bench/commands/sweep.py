@@ -10,6 +10,7 @@ from bench.arguments import finite_number, number_list, number_list_or_none, who
 from bench.commands import deployment, measuring
 from bench.commands.command import Command, run_to_file
 from bench.commands.sweep_report import sweep_outputs
+from bench.commands.upload import prefix_problem
 from bench.results import RunSettings, folder_problem
 from config.catalogue import MAX_NUM_SEQS
 from config.exit_codes import EXIT_FAILED, CommandError
@@ -132,8 +133,8 @@ def execute(args: argparse.Namespace) -> int:
         rates = args.rates  # None: derived from the baseline's throughput after the concurrency grid
     except (ValueError, SuiteError) as err:
         raise CommandError(str(err)) from None
-    if args.upload and not args.upload.startswith("s3://"):
-        raise CommandError(f"--upload {args.upload!r} is not s3://BUCKET/PREFIX/")
+    if args.upload and (problem := prefix_problem(args.upload)):
+        raise CommandError(problem)
     repeats = args.repeats if args.repeats is not None else deployment.bench_config(cfg).sweep.repeats
     options = measuring.run_options(args, cfg, endpoints)
     settings = SweepSettings(

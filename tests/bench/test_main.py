@@ -362,6 +362,23 @@ def test_names_that_match_nothing_are_refused_before_any_request(
     assert not (tmp_path / "o.json").exists()
 
 
+@pytest.mark.parametrize(
+    ("command", "url", "words"),
+    [
+        ("run", "s3://bucket-only", "--upload 's3://bucket-only' is not s3://BUCKET/KEY"),
+        ("sweep", "s3:///results/", "--upload 's3:///results/' names no bucket; write s3://BUCKET/PREFIX/"),
+    ],
+)
+def test_an_upload_url_without_a_bucket_or_key_is_refused_before_any_request(
+    command: str, url: str, words: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Before: `run` raised a traceback after the whole run, `sweep` said so after the whole sweep."""
+    args = [command, "--endpoint", REFUSING, "--concurrency", "1", "--out", str(tmp_path / "o.json"), "--upload", url]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert words in err and "cannot reach" not in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("command", ["run", "sweep"])
 def test_an_existing_out_is_never_replaced_without_resume_or_overwrite(
     command: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
