@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import aiohttp
@@ -54,12 +54,24 @@ class Hardware:
     hourly_price_usd: float | None = None
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 @dataclass(frozen=True)
 class RunOptions:
+    """How a run is made and labelled beyond what its results record as settings: one object that `bench run`,
+    each sweep point and both sweeps take alike (request limits, the model, each variant's k, the baseline, the
+    hardware for cost, where progress lines go)."""
+
     request_timeout_s: float = 600.0
     max_duration_s: float | None = 1800.0
     model: str | None = None
     probe_timeout_s: float = 30.0  # GET /v1/models before any request, also with `model` given
+    k_by_variant: Mapping[str, int] = field(default_factory=dict)
+    baseline: str | None = None  # None: the first endpoint
+    hardware: Hardware | None = None
+    log: Callable[[str], None] = _to_stderr
 
 
 async def run_benchmark(
@@ -68,12 +80,8 @@ async def run_benchmark(
     settings: RunSettings,
     *,
     options: RunOptions = RunOptions(),
-    k_by_variant: dict[str, int] | None = None,
-    baseline: str | None = None,
-    hardware: Hardware | None = None,
     resume: BenchResults | None = None,
     on_case: Callable[[BenchResults], None] = lambda _: None,
-    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> BenchResults:
     """Every endpoint through every case. After each case, `on_case` gets the results so far (the CLI writes
     them to disk, so an interrupted suite keeps its finished cases). With `resume`, (variant, case) runs it
@@ -81,7 +89,8 @@ async def run_benchmark(
     names = [e.name for e in endpoints]
     if not endpoints or len(set(names)) != len(names):
         raise ValueError(f"endpoints need unique names, got {names}")
-    baseline = baseline or names[0]
+    baseline = options.baseline or names[0]
+    k_by_variant, hardware, log = options.k_by_variant, options.hardware, options.log
     if baseline not in names:
         raise ValueError(f"baseline {baseline!r} is not one of the endpoints {names}; pass --baseline NAME")
     limit = settings.concurrency or 0
@@ -97,7 +106,7 @@ async def run_benchmark(
                 name=e.name,
                 base_url=e.url,
                 model=targets[e.name].model,
-                num_speculative_tokens=(k_by_variant or {}).get(e.name),
+                num_speculative_tokens=k_by_variant.get(e.name),
                 devices=hardware.devices_by_variant.get(e.name) if hardware else None,
                 devices_per_node=hardware.devices_per_node
                 if hardware and e.name in hardware.devices_by_variant
@@ -118,7 +127,7 @@ async def run_benchmark(
                     continue
 
                 def job(e: Endpoint, case: TestCase = case, seed: int = seed, stop: Stop = stop) -> Awaitable[CaseRun]:
-                    k = (k_by_variant or {}).get(e.name)
+                    k = k_by_variant.get(e.name)
                     return _case_run(sessions[e.name], e.name, targets[e.name], case, settings, options, seed, k, stop)
 
                 if settings.mode == "simultaneous":

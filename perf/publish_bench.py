@@ -33,12 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from config import load_config  # noqa: E402
-from model_build.compile import write_build_record  # noqa: E402
-from model_build.manifest import BuildRecord  # noqa: E402
 from model_build.plan import build_plan  # noqa: E402
 from model_build.store import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB  # noqa: E402
 from model_build.uploader import HASH_CACHE_NAME  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
+from tests.model_build.conftest import fake_compile  # noqa: E402
 
 WORK = Path("/tmp/publish-bench")
 BUCKET = "publish-bench"
@@ -63,19 +62,11 @@ def generate(tree: Path) -> int:
         path = tree / "small" / f"part-{i:04d}.bin"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(rng.randbytes(SMALL_SIZE))
-    for name in ("config.json", "neuron_config.json", "tokenizer_config.json", "generation_config.json"):
-        (tree / name).write_text('{"note": "' + "x" * rng.randrange(1000, 4000) + '"}')
     config = load_config()
     plan = build_plan(config, config.profile(PROFILE), bucket=BUCKET)
-    record = BuildRecord(
-        profile=plan.profile,
-        digest=plan.digest,
-        inputs=plan.inputs,
-        builder={"bench": "synthetic"},
-        created_at="2026-01-01T00:00:00+00:00",
-        neuron_config={"target": plan.target_kwargs, "draft": None},
-    )
-    write_build_record(tree, record)
+    # a few KB of configs, then the build record last, as the model_build tests' synthetic compile writes them
+    configs = ("config.json", "neuron_config.json", "tokenizer_config.json", "generation_config.json")
+    fake_compile(tree, plan, seed=42, files={name: rng.randrange(1000, 4000) for name in configs})
     return sum(p.stat().st_size for p in tree.rglob("*") if p.is_file())
 
 

@@ -12,11 +12,11 @@ verifying k + 1 tokens per sequence, T_spec(b, k) = k x draft_q1(b) + target_q(k
 
 from __future__ import annotations
 
-import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.curve import value_at
 from bench.spec_metrics import expected_tokens_per_step
 
 Curve = tuple[tuple[int, float], ...]  # (batch, step seconds), increasing batch
@@ -78,13 +78,7 @@ def step_at(curve: Curve, batch: float) -> float:
     segment's slope above its last (a compute-bound step grows linearly with the batch)."""
     if not curve:
         raise ValueError("an empty step-time curve")
-    if batch <= curve[0][0] or len(curve) == 1:
-        return curve[0][1]
-    for (b0, t0), (b1, t1) in itertools.pairwise(curve):
-        if batch <= b1:
-            return t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
-    (b0, t0), (b1, t1) = curve[-2], curve[-1]
-    return t1 + (t1 - t0) * (batch - b1) / (b1 - b0)
+    return value_at(curve, batch)
 
 
 def acceptance_pattern(alpha: float, k: int, length: int = 100) -> tuple[int, ...]:

@@ -26,15 +26,14 @@ crossover.json keeps its schema; a grid load that was not measured is absent fro
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from bench.curve import value_at
 from bench.prompts import TestCase
-from bench.runner import Endpoint, Hardware, RunOptions
+from bench.runner import Endpoint, RunOptions
 from bench.sweep.analysis import Observation, first_below, repeat_observations, straddles
 from bench.sweep.run import (
     AdaptiveLog,
@@ -170,23 +169,11 @@ class Planner:
         loads = self._loads(s)
         if len(loads) < 2:
             return None
-        pts = [
-            (v, statistics.median(o.base_tpot for o in obs), statistics.median(o.tpot for o in obs))
-            for v in loads
-            if (obs := self.observations(s, v))
-        ]
-
-        def at(i: int) -> float:
-            if value <= pts[0][0]:
-                return pts[0][i]
-            for a, b in itertools.pairwise(pts):
-                if value <= b[0]:
-                    return a[i] + (b[i] - a[i]) * (value - a[0]) / (b[0] - a[0])
-            a, b = pts[-2], pts[-1]
-            return b[i] + max(0.0, (b[i] - a[i]) / (b[0] - a[0])) * (value - b[0])
-
-        tpot = at(2)
-        return at(1) / tpot if tpot > 0 else None
+        observed = [(v, obs) for v in loads if (obs := self.observations(s, v))]
+        base = [(v, statistics.median(o.base_tpot for o in obs)) for v, obs in observed]
+        spec = [(v, statistics.median(o.tpot for o in obs)) for v, obs in observed]
+        tpot = value_at(spec, value, never_falling=True)
+        return value_at(base, value, never_falling=True) / tpot if tpot > 0 else None
 
     def next(self) -> Action | None:
         """The lowest load any series needs next, or None when every series' crossover is bracketed by
@@ -330,16 +317,14 @@ async def run_adaptive_sweep(
     floor: float,
     *,
     options: RunOptions | None = None,
-    k_by_variant: dict[str, int] | None = None,
-    baseline: str | None = None,
-    hardware: Hardware | None = None,
     resume: SweepResults | None = None,
     on_point: Callable[[SweepResults], None] = lambda _: None,
-    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> SweepResults:
     """The concurrency loads, then the rate loads (derived from the concurrency points when not given), each
     through a Planner. `resume`: runs already in the file are reused, so the same decisions follow."""
     sweep = start_sweep(settings, resume)
+    options = options or RunOptions()
+    log = options.log
     budget_s = settings.budget_minutes * 60 if settings.budget_minutes else None
     decisions: list[PointDecision] = []
     left: list[str] = []
@@ -378,17 +363,7 @@ async def run_adaptive_sweep(
             run = next((p for p in sweep.points if p.point == point and p.repeat == action.repeat), None)
             if run is None:
                 log(f"[{point.label} #{action.repeat + 1}] {action.reason}")
-                results, wall, _ = await run_point(
-                    endpoints,
-                    cases,
-                    settings,
-                    point,
-                    options=options,
-                    k_by_variant=k_by_variant,
-                    baseline=baseline,
-                    hardware=hardware,
-                    log=log,
-                )
+                results, wall, _ = await run_point(endpoints, cases, settings, point, options)
                 log(f"[{point.label} #{action.repeat + 1}] {wall:.1f} s wall")
                 run = PointRun(point=point, repeat=action.repeat, results=results)
                 sweep.points.append(run)

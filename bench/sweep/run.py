@@ -12,9 +12,9 @@ schedule at that point, interleaved. The sweep file is rewritten atomically afte
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.prompts import TestCase
 from bench.results import BenchResults, ResultsError, RunSettings, read_text, save_json
-from bench.runner import Endpoint, Hardware, RunOptions, run_benchmark
+from bench.runner import Endpoint, RunOptions, run_benchmark
 from config import pydantic_errors
 from config.crossover import LoadKind  # one owner: crossover.json's model names the load kinds
 
@@ -194,12 +194,7 @@ async def run_point(
     cases: Sequence[TestCase],
     settings: SweepSettings,
     point: LoadPoint,
-    *,
-    options: RunOptions | None,
-    k_by_variant: dict[str, int] | None,
-    baseline: str | None,
-    hardware: Hardware | None,
-    log: Callable[[str], None],
+    options: RunOptions,
 ) -> tuple[BenchResults, float, float]:
     """One run of `point` (every variant, interleaved), its log lines indented; with the wall and client-CPU
     seconds it took, which each sweep logs its own way."""
@@ -208,11 +203,7 @@ async def run_point(
         endpoints,
         cases,
         point_settings(settings, point),
-        options=options or RunOptions(),
-        k_by_variant=k_by_variant,
-        baseline=baseline,
-        hardware=hardware,
-        log=lambda line: log(f"  {line}"),
+        options=replace(options, log=lambda line: options.log(f"  {line}")),
     )
     return results, time.perf_counter() - wall, time.process_time() - cpu
 
@@ -223,16 +214,14 @@ async def run_sweep(
     settings: SweepSettings,
     *,
     options: RunOptions | None = None,
-    k_by_variant: dict[str, int] | None = None,
-    baseline: str | None = None,
-    hardware: Hardware | None = None,
     resume: SweepResults | None = None,
     on_point: Callable[[SweepResults], None] = lambda _: None,
-    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
 ) -> SweepResults:
     """The concurrency grid, then the rate grid (derived after the concurrency grid when not given), each
     point `repeats` times. `resume`: its (point, repeat) runs are kept and not run again."""
     sweep = start_sweep(settings, resume)
+    options = options or RunOptions()
+    log = options.log
 
     async def run_points(points: list[LoadPoint]) -> None:
         for point in points:
@@ -241,17 +230,7 @@ async def run_sweep(
                     log(f"[{point.label} #{repeat + 1}] already in the sweep file; skipped")
                     continue
                 log(f"[{point.label} #{repeat + 1}/{settings.repeats}]")
-                results, wall, cpu = await run_point(
-                    endpoints,
-                    cases,
-                    settings,
-                    point,
-                    options=options,
-                    k_by_variant=k_by_variant,
-                    baseline=baseline,
-                    hardware=hardware,
-                    log=log,
-                )
+                results, wall, cpu = await run_point(endpoints, cases, settings, point, options)
                 # the client's own CPU: near a core, its timestamps are late (python -m bench.standin.selfcheck)
                 log(f"[{point.label} #{repeat + 1}] {wall:.1f} s wall, {cpu:.2f} s client CPU ({cpu / wall:.0%})")
                 sweep.points.append(PointRun(point=point, repeat=repeat, results=results))

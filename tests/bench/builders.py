@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.results import RequestRecord, RunSettings
+from bench.runner import RunOptions
 from bench.sweep.run import SweepSettings
 
 DEFAULTS: dict[str, Any] = {
@@ -20,6 +21,11 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "continuous_usage": True,
 }
+
+
+def quiet(**changes: Any) -> RunOptions:
+    """RunOptions whose progress lines go nowhere, with `changes` over the defaults."""
+    return RunOptions(**({"log": lambda _: None} | changes))
 
 
 def run_settings(**changes: Any) -> RunSettings:

@@ -14,7 +14,7 @@ from bench.results import BenchResults
 from bench.runner import Endpoint, run_benchmark
 from bench.standin.selfcheck import loopback_server
 from bench.standin.server import Script
-from tests.bench.builders import run_settings
+from tests.bench.builders import quiet, run_settings
 
 FIXTURES = Path(__file__).with_name("fixtures")
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,4 +79,4 @@ def bench_results(two_servers: dict[str, str]) -> BenchResults:
     settings = run_settings(concurrency=REQUESTS, requests=REQUESTS, warmup=1, max_tokens=MAX_TOKENS)
     endpoints = [Endpoint(name, url) for name, url in two_servers.items()]
     cases = [c for c in DEFAULT_SUITE if c.name in CASES]
-    return asyncio.run(run_benchmark(endpoints, cases, settings, log=lambda _: None))
+    return asyncio.run(run_benchmark(endpoints, cases, settings, options=quiet()))

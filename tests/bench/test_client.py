@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.client import (
+    LoadResult,
     RawStream,
     Target,
     discover_model,
@@ -27,6 +28,12 @@ from bench.results import summarize
 from bench.standin.selfcheck import server_log
 from bench.standin.server import Script
 from tests.bench.conftest import Serve
+
+
+def completions(url: str, **load: Any) -> LoadResult:
+    """`run_load` of the prompt "hi" through the completions API of the loopback server at `url`, to the end."""
+    return asyncio.run(run_load(Target(url, "loopback-model", "completions"), "hi", **load))
+
 
 FAST = {"ttft_s": 0.03, "step_s": 0.005}
 
@@ -130,18 +137,14 @@ def test_64_streams_of_multi_token_chunks_are_all_recorded_and_token_weighted(se
 def test_warmup_is_sent_but_not_recorded(serve: Serve) -> None:
     url = serve(Script(**FAST))
     before = len(_log(url))
-    load = asyncio.run(
-        run_load(Target(url, "loopback-model", "completions"), "hi", requests=3, max_tokens=4, concurrency=2, warmup=2)
-    )
+    load = completions(url, requests=3, max_tokens=4, concurrency=2, warmup=2)
     assert len(load.records) == 3
     assert len(_log(url)) - before == 5
 
 
 def test_errors_are_recorded_not_raised(serve: Serve) -> None:
     url = serve(Script(fail_every=2, **FAST))
-    load = asyncio.run(
-        run_load(Target(url, "loopback-model", "completions"), "hi", requests=6, max_tokens=4, concurrency=1)
-    )
+    load = completions(url, requests=6, max_tokens=4, concurrency=1)
     failed = [r for r in load.records if not r.ok]
     assert len(failed) == 3 and all(r.error and "HTTP 503" in r.error for r in failed)
     assert summarize(load.records, duration_s=load.duration_s, max_tokens=4).errors == 3
@@ -158,9 +161,7 @@ def test_rate_mode_follows_seeded_poisson_arrivals(serve: Serve) -> None:
     gaps = [b - a for a, b in zip([0.0, *arrivals], arrivals, strict=False)]
     assert statistics.fmean(gaps) == pytest.approx(1 / 50, rel=0.1)
     url = serve(Script(**FAST))
-    load = asyncio.run(
-        run_load(Target(url, "loopback-model", "completions"), "hi", requests=10, max_tokens=3, rate=40.0, seed=3)
-    )
+    load = completions(url, requests=10, max_tokens=3, rate=40.0, seed=3)
     # when each request was started (start_s is when it reached the socket, after connection set-up)
     starts = [r.start_s - r.send_delay_s for r in load.records]
     for got, planned in zip(starts, poisson_arrivals(10, 40.0, 3), strict=True):
@@ -170,16 +171,7 @@ def test_rate_mode_follows_seeded_poisson_arrivals(serve: Serve) -> None:
 @pytest.mark.timing
 def test_load_is_bounded_in_time(serve: Serve) -> None:
     url = serve(Script(ttft_s=0.05, step_s=0.05))
-    load = asyncio.run(
-        run_load(
-            Target(url, "loopback-model", "completions"),
-            "hi",
-            requests=100,
-            max_tokens=3,
-            concurrency=1,
-            max_duration_s=0.3,
-        )
-    )
+    load = completions(url, requests=100, max_tokens=3, concurrency=1, max_duration_s=0.3)
     assert 1 <= len(load.records) <= 4 and load.duration_s < 3.0  # 100 requests of >= 0.15 s would take 15 s
     with pytest.raises(ValueError, match="exactly one"):
         asyncio.run(run_load(Target(url, "m"), "hi", requests=1, max_tokens=1, concurrency=1, rate=1.0))
@@ -222,33 +214,20 @@ def test_text_share_is_proportional() -> None:
 )
 def test_a_misbehaving_stream_is_a_request_error_with_the_reason(serve: Serve, fault: str, reason: str) -> None:
     url = serve(Script(fault=fault, **FAST))  # type: ignore[arg-type]
-    load = asyncio.run(
-        run_load(Target(url, "loopback-model", "completions"), "hi", requests=2, max_tokens=6, concurrency=2)
-    )
+    load = completions(url, requests=2, max_tokens=6, concurrency=2)
     assert [r.ok for r in load.records] == [False, False]
     assert all(r.error and reason in r.error and r.chunk_times_s == [] for r in load.records), load.records[0].error
 
 
 def test_a_timeout_says_which_limit_it_hit(serve: Serve) -> None:
     url = serve(Script(ttft_s=5.0, step_s=0.01))
-    load = asyncio.run(
-        run_load(
-            Target(url, "loopback-model", "completions"),
-            "hi",
-            requests=1,
-            max_tokens=3,
-            concurrency=1,
-            request_timeout_s=0.2,
-        )
-    )
+    load = completions(url, requests=1, max_tokens=3, concurrency=1, request_timeout_s=0.2)
     assert load.records[0].error == "timed out after 0.2 s (--request-timeout) with 0 bytes received"
 
 
 def test_a_stream_without_usage_is_flagged_and_kept_out_of_token_metrics(serve: Serve) -> None:
     url = serve(Script(usage="none", **FAST))
-    load = asyncio.run(
-        run_load(Target(url, "loopback-model", "completions"), "hi", requests=2, max_tokens=5, concurrency=2)
-    )
+    load = completions(url, requests=2, max_tokens=5, concurrency=2)
     s = summarize(load.records, duration_s=load.duration_s, max_tokens=5)
     assert s.ok == 2 and s.usage_missing == 2 and s.ttft_s.n == 2
     assert s.output_tokens == 0 and s.tpot_s.n == 0 and s.itl_s.n == 0

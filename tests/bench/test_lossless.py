@@ -10,7 +10,7 @@ from bench.results import BenchResults, RequestRecord
 from bench.runner import Endpoint, format_table, run_benchmark
 from bench.standin.selfcheck import loopback_server
 from bench.standin.server import DIVERGED_ID_OFFSET, Script
-from tests.bench.builders import run_settings
+from tests.bench.builders import quiet, run_settings
 from tests.bench.conftest import CASES, DIVERGES_AT, REQUESTS
 
 
@@ -83,7 +83,7 @@ def test_natural_stop_runs_beside_fixed_length_and_token_ids_are_compared_per_st
     settings = run_settings(suite="test", api="completions", concurrency=2, requests=2, max_tokens=20, continuous_usage=False, stops=["fixed", "natural"])  # fmt: skip
     with loopback_server(base_script, 120) as base, loopback_server(spec_script, 120) as spec:
         endpoints = [Endpoint("plain", base), Endpoint("spec", spec)]
-        results = asyncio.run(run_benchmark(endpoints, cases, settings, log=lambda _: None))
+        results = asyncio.run(run_benchmark(endpoints, cases, settings, options=quiet()))
     assert [(r.variant, r.stop) for r in results.runs] == [
         ("plain", "fixed"), ("spec", "fixed"), ("plain", "natural"), ("spec", "natural"),
     ]  # fmt: skip

@@ -241,29 +241,40 @@ def test_cost_comes_from_the_configured_price_and_each_profiles_share_of_the_nod
 
 
 @pytest.mark.parametrize(
-    ("flag", "value", "words"),
+    ("command", "flag", "value", "words"),
     [
-        ("--request-timeout", "0", "must be greater than 0"),
-        ("--request-timeout", "-1", "must be greater than 0"),
-        ("--request-timeout", "nan", "not a finite number"),
-        ("--request-timeout", "inf", "not a finite number"),
-        ("--max-duration", "nan", "not a finite number"),
-        ("--concurrency", "-1", "below 1"),
-        ("--concurrency", "0", "below 1"),
-        ("--rate", "0", "must be greater than 0"),
-        ("--rate", "nan", "not a finite number"),
-        ("--requests", "abc", "'abc' is not a whole number"),
-        ("--requests", "0", "below 1"),
-        ("--warmup", "-1", "below 0"),
-        ("--max-tokens", "0", "below 1"),
+        ("run", "--request-timeout", "0", "0 must be greater than 0"),
+        ("run", "--request-timeout", "-1", "-1 must be greater than 0"),
+        ("run", "--request-timeout", "nan", "'nan' is not a finite number"),
+        ("run", "--request-timeout", "inf", "'inf' is not a finite number"),
+        ("run", "--max-duration", "nan", "'nan' is not a finite number"),
+        ("run", "--concurrency", "-1", "-1 is below 1"),
+        ("run", "--concurrency", "0", "0 is below 1"),
+        ("run", "--rate", "0", "0 must be greater than 0"),
+        ("run", "--rate", "nan", "'nan' is not a finite number"),
+        ("run", "--requests", "abc", "'abc' is not a whole number"),
+        ("run", "--requests", "0", "0 is below 1"),
+        ("run", "--warmup", "-1", "-1 is below 0"),
+        ("run", "--max-tokens", "0", "0 is below 1"),
+        ("sweep", "--rates", "nan", "'nan' holds nan; every value must be a finite number above 0"),
+        ("sweep", "--rates", "1,inf", "'1,inf' holds inf"),
+        ("sweep", "--concurrency", "abc", "'abc' is not a comma-separated list of whole numbers"),
+        ("sweep", "--concurrency", "0", "'0' holds 0"),
+        ("sweep", "--concurrency", "2000", "'2000' holds 2000, above 1024 (4x the largest batch"),
+        ("sweep", "--max-num-seqs", "100000", "100000 is above 256 (the largest batch a profile compiles"),
+        ("sweep", "--requests", "0", "0 is below 1"),
+        ("sweep", "--repeats", "0", "0 is below 1"),
+        ("sweep", "--request-timeout", "nan", "'nan' is not a finite number"),
+        ("sweep", "--max-duration", "inf", "'inf' is not a finite number"),
     ],
 )
-def test_run_flags_are_refused_at_parse_time_with_the_flag_and_the_range(
-    flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
+def test_numbers_are_refused_at_parse_time_with_the_flag_and_the_range(
+    command: str, flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Before: 0/-1/nan timeouts disabled the timeout, --concurrency -1 ran 31 s then said "cannot reach"."""
-    err = usage_error(main, ["run", "--endpoint", "a=http://127.0.0.1:9", flag, value], capsys)
-    assert f"argument {flag}" in err and words in err and "Traceback" not in err
+    """Before: 0/-1/nan timeouts disabled the timeout, --concurrency -1 ran 31 s then said "cannot reach"; a sweep's
+    value that fails in its grid would fail hours into the sweep."""
+    err = usage_error(main, [command, "--endpoint", REFUSING, flag, value], capsys)
+    assert f"argument {flag}: {words}" in err and "Traceback" not in err
 
 
 def test_tune_refuses_a_cost_ratio_that_is_not_a_finite_number(capsys: pytest.CaptureFixture[str]) -> None:
@@ -286,12 +297,12 @@ def test_an_unwritable_out_is_refused_before_any_request(
 def test_a_results_file_that_becomes_unwritable_mid_run_is_a_sentence(
     serve: Serve, slow_suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
 ) -> None:
-    import bench.__main__ as cli
+    import bench.commands.run as run_command
 
     def full_disk(results: object, path: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cli, "save_results", full_disk)
+    monkeypatch.setattr(run_command, "save_results", full_disk)
     url = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none"))
     assert main(_run_cmd(url, slow_suite, tmp_path / "r.json")[3:]) == 1
     err = capsys.readouterr().err
@@ -335,23 +346,6 @@ def ends_within(seconds: float, call):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(
-    ("flag", "value", "words"),
-    [
-        ("--rates", "nan", "'nan' holds nan; every value must be a finite number above 0"),
-        ("--rates", "1,inf", "'1,inf' holds inf"),
-        ("--concurrency", "abc", "'abc' is not a comma-separated list of whole numbers"),
-        ("--concurrency", "0", "'0' holds 0"),
-        ("--concurrency", "2000", "'2000' holds 2000, above 1024 (4x the largest batch"),
-        ("--max-num-seqs", "100000", "100000 is above 256 (the largest batch a profile compiles"),
-    ],
-)
-def test_sweep_values_that_would_fail_in_the_grid_are_refused_when_parsed(
-    flag: str, value: str, words: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert f"argument {flag}: {words}" in usage_error(main, ["sweep", "--endpoint", REFUSING, flag, value], capsys)
-
-
-@pytest.mark.parametrize(
     ("args", "words"),
     [
         (["sweep", "--cases", "nope"], "--cases nope not in the suite; use some of counting"),
@@ -366,6 +360,23 @@ def test_names_that_match_nothing_are_refused_before_any_request(
     assert main([*args, "--endpoint", REFUSING, "--out", str(tmp_path / "o.json")]) == 2
     assert words in capsys.readouterr().err
     assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "url", "words"),
+    [
+        ("run", "s3://bucket-only", "--upload 's3://bucket-only' is not s3://BUCKET/KEY"),
+        ("sweep", "s3:///results/", "--upload 's3:///results/' names no bucket; write s3://BUCKET/PREFIX/"),
+    ],
+)
+def test_an_upload_url_without_a_bucket_or_key_is_refused_before_any_request(
+    command: str, url: str, words: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Before: `run` raised a traceback after the whole run, `sweep` said so after the whole sweep."""
+    args = [command, "--endpoint", REFUSING, "--concurrency", "1", "--out", str(tmp_path / "o.json"), "--upload", url]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert words in err and "cannot reach" not in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("command", ["run", "sweep"])

@@ -9,7 +9,7 @@ import pytest
 from bench.prompts import DEFAULT_SUITE
 from bench.results import BenchResults
 from bench.runner import Endpoint, RunOptions, format_table, parse_endpoint, run_benchmark
-from tests.bench.builders import run_settings
+from tests.bench.builders import quiet, run_settings
 from tests.bench.conftest import CASES, MAX_TOKENS, REQUESTS, SPECULATIVE
 
 
@@ -104,7 +104,7 @@ def test_simultaneous_mode_and_rate_mode(two_servers: dict[str, str]) -> None:
     )
     endpoints = [Endpoint(n, u) for n, u in two_servers.items()]
     cases = [DEFAULT_SUITE[0]]
-    r = asyncio.run(run_benchmark(endpoints, cases, settings, options=RunOptions(model="m"), log=lambda _: None))
+    r = asyncio.run(run_benchmark(endpoints, cases, settings, options=quiet(model="m")))
     assert [run.variant for run in r.runs] == ["baseline", "speculative"]
     assert all(run.summary.ok == 3 for run in r.runs)
     assert all(rec.token_source == "usage_text_share" for run in r.runs for rec in run.records)
@@ -145,13 +145,11 @@ def test_a_silent_endpoint_stops_the_run_in_the_probe_timeout_even_with_a_model_
     from tests.silent_endpoint import silent_server
 
     settings = run_settings()
-    options = RunOptions(request_timeout_s=600, model="Qwen/Qwen3-32B", probe_timeout_s=0.5)
+    options = RunOptions(request_timeout_s=600, model="Qwen/Qwen3-32B", probe_timeout_s=0.5, log=print)
     with silent_server() as port:
         started = time.monotonic()
         with pytest.raises(ConnectionError, match="cannot reach"):
             asyncio.run(
-                run_benchmark(
-                    [Endpoint("solo", f"http://127.0.0.1:{port}")], DEFAULT_SUITE, settings, options=options, log=print
-                )
+                run_benchmark([Endpoint("solo", f"http://127.0.0.1:{port}")], DEFAULT_SUITE, settings, options=options)
             )
         assert time.monotonic() - started < 5

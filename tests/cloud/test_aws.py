@@ -50,7 +50,7 @@ def test_a_missing_bucket_is_an_environment_error(aws_env):
 
 
 def test_bench_upload_to_a_silent_endpoint_fails_with_each_attempt_shown(silent_aws, tmp_path: Path, capsys):
-    from bench.__main__ import upload
+    from bench.commands.upload import upload
 
     results = tmp_path / "results.json"
     results.write_text("{}")

@@ -22,7 +22,7 @@ from bench.sweep.analysis import Observation, Slo, crossovers
 from bench.sweep.report import CrossoverFile, write_sweep_report
 from bench.sweep.run import concurrency_grid
 from bench.sweep.sim import SimulatedPair, adaptive, full_grid
-from tests.bench.builders import run_settings, sweep_settings
+from tests.bench.builders import quiet, run_settings, sweep_settings
 from tests.bench.conftest import FIXTURES
 
 FLOOR = 1.05
@@ -132,10 +132,10 @@ def test_end_to_end_on_loopback_stand_ins_stepping_at_the_h100_curves(tmp_path: 
     with loopback_server(base, 300) as b, loopback_server(spec, 300) as s:
         endpoints = [Endpoint("baseline", b), Endpoint("speculative", s)]
         sweep = asyncio.run(
-            run_adaptive_sweep(endpoints, [case], settings, FLOOR, k_by_variant={"speculative": 5}, log=lambda _: None)
+            run_adaptive_sweep(endpoints, [case], settings, FLOOR, options=quiet(k_by_variant={"speculative": 5}))
         )
         capped = settings.model_copy(update={"budget_minutes": 0.001})  # 60 ms: one run, then no more
-        stopped = asyncio.run(run_adaptive_sweep(endpoints, [case], capped, FLOOR, log=lambda _: None))
+        stopped = asyncio.run(run_adaptive_sweep(endpoints, [case], capped, FLOOR, options=quiet()))
     assert stopped.adaptive is not None and stopped.adaptive.budget_exhausted
     assert len(stopped.points) == 1 and stopped.adaptive.undecided[0].startswith("speculative/structured: crossover")
     [found] = crossovers(sweep, FLOOR)

@@ -39,8 +39,8 @@ from bench.sweep.run import (
     run_sweep,
     start_sweep,
 )
-from tests.bench.builders import record, run_settings, sweep_settings
-from tests.bench.conftest import ROOT, usage_error
+from tests.bench.builders import quiet, record, run_settings, sweep_settings
+from tests.bench.conftest import ROOT
 from tests.conftest import EXAMPLE_ACCOUNT
 
 MAX_NUM_SEQS = 4
@@ -76,7 +76,7 @@ def sweep(stand_ins: dict[str, str]) -> SweepResults:
     """The concurrency grid, two runs per point, both prompt kinds: about 20 s on 127.0.0.1."""
     endpoints = [Endpoint(name, url) for name, url in stand_ins.items()]
     settings = _settings(GRID, [], repeats=2, requests=4)
-    return asyncio.run(run_sweep(endpoints, CASES, settings, log=lambda _: None))
+    return asyncio.run(run_sweep(endpoints, CASES, settings, options=quiet()))
 
 
 def expected_crossover(grid: list[int]) -> int | None:
@@ -169,7 +169,7 @@ def test_a_rate_past_the_stand_ins_capacity_is_flagged_saturated_and_left_out(st
     low, high = round(capacity / 4, 1), round(capacity * 3, 1)
     endpoints = [Endpoint("baseline", stand_ins["baseline"])]
     settings = _settings([], [low, high], repeats=1, requests=16)
-    result = asyncio.run(run_sweep(endpoints, CASES[:1], settings, log=lambda _: None))
+    result = asyncio.run(run_sweep(endpoints, CASES[:1], settings, options=quiet()))
     stats = {s.point.value: s for s in all_stats(result, Slo(0.2, 0.05))}
     assert not stats[low].saturated and stats[high].saturated
     assert best_goodput(list(stats.values()))[("baseline", "rate")].point.value == low
@@ -311,8 +311,10 @@ def test_a_sweep_whose_upload_and_publish_meet_a_silent_aws_ends_in_sentences(
     """Each AWS call of `bench sweep` goes through a bounded client; a failure is a sentence and exit 1, never a
     traceback (the sweep's upload used an unbounded client and its publish error escaped the CLI)."""
     import argparse
+    from functools import partial
 
-    from bench.__main__ import _sweep_outputs
+    from bench.commands.command import Command, execute_and_report
+    from bench.commands.sweep_report import sweep_outputs
     from bench.sweep.run import save_sweep
     from config import load_config
 
@@ -324,15 +326,7 @@ def test_a_sweep_whose_upload_and_publish_meet_a_silent_aws_ends_in_sentences(
         (None, True, "CloudWatch publish to"),
     ):
         args = argparse.Namespace(no_plots=True, upload=upload, cloudwatch=cloudwatch)
-        assert _sweep_outputs(sweep, source, tmp_path / "report", cfg, args) == 1
+        outputs = partial(sweep_outputs, sweep, source, tmp_path / "report", cfg)
+        assert execute_and_report(Command("sweep", "", lambda _: None, outputs), args) == 1
         err = capsys.readouterr().err
         assert words in err and "did not answer" in err and "Traceback" not in err
-
-
-@pytest.mark.parametrize(
-    "flag", [["--requests", "0"], ["--repeats", "0"], ["--request-timeout", "nan"], ["--max-duration", "inf"]]
-)
-def test_sweep_numbers_are_checked_when_parsed(flag: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    from bench.__main__ import main
-
-    assert f"argument {flag[0]}" in usage_error(main, ["sweep", "--endpoint", "a=http://127.0.0.1:9", *flag], capsys)
