@@ -25,12 +25,13 @@ from typing import Literal
 import aiohttp
 from pydantic import BaseModel, ConfigDict
 
-V1_DRAFTS = "vllm:spec_decode_num_drafts_total"
-V1_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-V1_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-V1_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-V0_ACCEPTANCE_RATE = "vllm:spec_decode_draft_acceptance_rate"
-V0_EFFICIENCY = "vllm:spec_decode_efficiency"
+# The series' names live in config/metrics.py (the live dashboard reads them too); V1/V0 name the engine generation.
+from config.metrics import SPEC_ACCEPTED_PER_POSITION as V1_PER_POS
+from config.metrics import SPEC_ACCEPTED_TOKENS as V1_ACCEPTED
+from config.metrics import SPEC_DRAFT_TOKENS as V1_DRAFT_TOKENS
+from config.metrics import SPEC_DRAFTS as V1_DRAFTS
+from config.metrics import SPEC_V0_ACCEPTANCE_RATE as V0_ACCEPTANCE_RATE
+from config.metrics import SPEC_V0_EFFICIENCY as V0_EFFICIENCY
 
 
 @dataclass(frozen=True)

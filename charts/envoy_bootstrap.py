@@ -24,7 +24,15 @@ from typing import Any
 
 import yaml
 
-from config.endpoint import ADMIN_PORT, ARM_HEADER, CAPPED_SUFFIX, GATE_PORT, METRICS_PORT, OVERRIDE_HEADER
+from config.endpoint import (
+    ADMIN_PORT,
+    ARM_HEADER,
+    CAPPED_SUFFIX,
+    GATE_PORT,
+    METRICS_PATH,
+    METRICS_PORT,
+    OVERRIDE_HEADER,
+)
 from config.schema import DeploymentConfig
 
 GATED_SUFFIX = "-gated"  # the hop to a spilling arm's gate (its health-checked path to the capped cluster)
@@ -386,8 +394,8 @@ def envoy_bootstrap(
                                 "name": "metrics",
                                 "domains": ["*"],
                                 "routes": [
-                                    {"match": {"path": "/stats/prometheus"}, "route": {"cluster": "admin"}},
-                                    {"match": {"prefix": "/"}, **_direct(404, "only /stats/prometheus here")},
+                                    {"match": {"path": METRICS_PATH}, "route": {"cluster": "admin"}},
+                                    {"match": {"prefix": "/"}, **_direct(404, f"only {METRICS_PATH} here")},
                                 ],
                             },
                         )

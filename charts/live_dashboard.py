@@ -18,7 +18,7 @@ from typing import Any
 from charts.autoscaling import running_query, selector, serving_replicas_query, waiting_query
 from charts.envoy_bootstrap import spill_thresholds
 from config.endpoint import CAPPED_SUFFIX, SPILL_METRICS
-from config.metrics import ITL, NAMESPACE_LABEL, TEST_CASE, VARIANT
+from config.metrics import ITL, NAMESPACE_LABEL, SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, TEST_CASE, VARIANT
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
 
 # A rate over at least four samples of the managed scraper (30 s minimum interval, AMP user guide "Using an AWS
@@ -35,12 +35,10 @@ DASHBOARD_UID = "trn-specdec-live"
 SCHEMA_VERSION = 39
 
 # vLLM 0.29.0's series as its Prometheus client exposes them (vllm/v1/metrics/loggers.py: histograms get _bucket,
-# counters _total; vllm/v1/spec_decode/metrics.py: the spec_decode counters).
+# counters _total); the spec_decode counters are config/metrics.py's (bench reads them too).
 TTFT_BUCKETS = "vllm:time_to_first_token_seconds_bucket"
 ITL_BUCKETS = "vllm:inter_token_latency_seconds_bucket"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
-ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
-DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
 # Envoy 1.40's cluster traffic stats as its /stats/prometheus names them: envoy_cluster_<stat>{envoy_cluster_name=...}.
 # Read from the pinned binary itself (tests/charts/test_live_dashboard.py scrapes it on the rendered bootstrap).
 ENVOY_REQUESTS = "envoy_cluster_upstream_rq_total"
@@ -72,7 +70,7 @@ def tokens_per_second_query(namespace: str, profile: str) -> str:
 def acceptance_query(namespace: str, profile: str) -> str:
     """vLLM's draft acceptance rate: accepted / proposed draft tokens (what `bench` reports as the server's)."""
     sel = selector(namespace, profile)
-    return f"sum({_rate(ACCEPTED_TOKENS, sel)}) / sum({_rate(DRAFT_TOKENS, sel)})"
+    return f"sum({_rate(SPEC_ACCEPTED_TOKENS, sel)}) / sum({_rate(SPEC_DRAFT_TOKENS, sel)})"
 
 
 def speedup_query(namespace: str, baseline: str, profile: str) -> str:

@@ -5,6 +5,7 @@ a profile's objects stay together."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import cdk8s
@@ -36,10 +37,6 @@ VERIFY_CODE = [
 BASE = "base"
 
 
-def _chart(app: cdk8s.App, chart_id: str, config: DeploymentConfig) -> cdk8s.Chart:
-    return cdk8s.Chart(app, chart_id, namespace=config.namespace, disable_resource_name_hashes=True)
-
-
 class BaseChart(cdk8s.Chart):
     def __init__(self, scope: Construct, chart_id: str, *, config: DeploymentConfig) -> None:
         super().__init__(scope, chart_id, namespace=config.namespace, disable_resource_name_hashes=True)
@@ -63,28 +60,30 @@ def render_groups(config: DeploymentConfig, bucket_name: str) -> dict[str, list[
     app = cdk8s.App()
     base = BaseChart(app, BASE, config=config)
     groups = {BASE: base.to_json()}
-    for profile in config.profiles:
-        chart = _chart(app, f"service-{profile.name}", config)
-        VllmService(chart, profile.name, config=config, profile=profile, bucket_name=bucket_name, code=base.verify_code)
-        groups[chart.node.id] = chart.to_json()
+
+    def group(chart_id: str, *parts: Callable[[cdk8s.Chart], object]) -> None:
+        """One chart in the namespace holding `parts`, rendered as one group."""
+        chart = cdk8s.Chart(app, chart_id, namespace=config.namespace, disable_resource_name_hashes=True)
+        for part in parts:
+            part(chart)
+        groups[chart_id] = chart.to_json()
+
+    for p in config.profiles:
+        group(
+            f"service-{p.name}",
+            lambda c, p=p: VllmService(
+                c, p.name, config=config, profile=p, bucket_name=bucket_name, code=base.verify_code
+            ),
+        )
     if config.endpoint.enabled:  # one OpenAI endpoint in front of the profiles (charts/endpoint.py)
-        endpoint = _chart(app, "endpoint", config)
-        Endpoint(endpoint, "Endpoint", config=config)
-        groups[endpoint.node.id] = endpoint.to_json()
-    shared_code = _chart(app, "shared-code", config)
-    SharedCode(shared_code, "Shared")
-    groups[shared_code.node.id] = shared_code.to_json()
-    build_code = _chart(app, "model-build-code", config)
-    ModelBuildCode(build_code, "Build")
-    groups[build_code.node.id] = build_code.to_json()
-    build = _chart(app, "model-build", config)
-    ModelBuildSupport(build, "Build", config=config, bucket_name=bucket_name)
-    k8s.KubeServiceAccount(build, "Stage", metadata=k8s.ObjectMeta(name=STAGE_SERVICE_ACCOUNT))
-    groups[build.node.id] = build.to_json()
-    bench = _chart(app, "bench", config)
-    BenchmarkSupport(bench, "Bench")
-    groups[bench.node.id] = bench.to_json()
-    requirements = _chart(app, "bench-requirements", config)
-    BenchmarkRequirements(requirements, "Requirements")
-    groups[requirements.node.id] = requirements.to_json()
+        group("endpoint", lambda c: Endpoint(c, "Endpoint", config=config))
+    group("shared-code", lambda c: SharedCode(c, "Shared"))
+    group("model-build-code", lambda c: ModelBuildCode(c, "Build"))
+    group(
+        "model-build",
+        lambda c: ModelBuildSupport(c, "Build", config=config, bucket_name=bucket_name),
+        lambda c: k8s.KubeServiceAccount(c, "Stage", metadata=k8s.ObjectMeta(name=STAGE_SERVICE_ACCOUNT)),
+    )
+    group("bench", lambda c: BenchmarkSupport(c, "Bench"))
+    group("bench-requirements", lambda c: BenchmarkRequirements(c, "Requirements"))
     return groups

@@ -20,7 +20,11 @@ CAPPED_SUFFIX = "-capped"
 
 # The router pod's own ports besides endpoint.port (charts/endpoint.py renders them; endpoint.port must differ).
 ADMIN_PORT = 9901  # 127.0.0.1 only: the admin API can stop Envoy
-METRICS_PORT = 9902  # /stats/prometheus only, proxied to the admin API
+METRICS_PORT = 9902  # METRICS_PATH only, proxied to the admin API
+# Envoy's admin handler for Prometheus text (Envoy docs, "Administration interface": GET /stats/prometheus): the one
+# path the router's metrics listener routes (charts/endpoint.py) and the managed scraper asks for
+# (stacks/constructs/managed_prometheus.py).
+METRICS_PATH = "/stats/prometheus"
 GATE_PORT = 9910  # 127.0.0.1, GATE_PORT + i for the i-th spilling arm: the hop whose circuit breaker is the threshold
 # Envoy's circuit-breaker thresholds (the per-host max_connections the spill threshold becomes) are
 # google.protobuf.UInt32Value (envoyproxy/envoy@01c2c1fa

@@ -182,16 +182,7 @@ def _owned_target_groups(client, owner: Ownership) -> list[str]:
 def _owned_elbv2_arns(client, owner: Ownership, operation: str, list_key: str, arn_key: str) -> list[str]:
     """Every ARN an ELBv2 describe call pages through, kept where the tags say the deployment owns it."""
     arns = [item[arn_key] for page in client.get_paginator(operation).paginate() for item in page[list_key]]
-    return _elbv2_filter(client, arns, owner)
-
-
-def _elbv2_filter(client, arns: list[str], owner: Ownership) -> list[str]:
-    owned = []
-    for chunk in _chunks(arns, 20):
-        for desc in client.describe_tags(ResourceArns=chunk)["TagDescriptions"]:
-            if owner.owns({t["Key"]: t["Value"] for t in desc.get("Tags", [])}):
-                owned.append(desc["ResourceArn"])
-    return owned
+    return _tagged_by(client, "ResourceArns", "ResourceArn", arns, owner)
 
 
 def _owned_classic_elbs(client, owner: Ownership) -> list[str]:
@@ -200,11 +191,18 @@ def _owned_classic_elbs(client, owner: Ownership) -> list[str]:
         for page in client.get_paginator("describe_load_balancers").paginate()
         for lb in page["LoadBalancerDescriptions"]
     ]
+    return _tagged_by(client, "LoadBalancerNames", "LoadBalancerName", names, owner)
+
+
+def _tagged_by(client, ids_param: str, id_key: str, ids: list[str], owner: Ownership) -> list[str]:
+    """Those of `ids` whose tags say the deployment owns them. Both load balancer APIs' DescribeTags take at most 20
+    a call (botocore's elb model: LoadBalancerNames max 20; docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/
+    API_DescribeTags: "up to 20 resources in a single call") and answer TagDescriptions."""
     owned = []
-    for chunk in _chunks(names, 20):
-        for desc in client.describe_tags(LoadBalancerNames=chunk)["TagDescriptions"]:
+    for chunk in _chunks(ids, 20):
+        for desc in client.describe_tags(**{ids_param: chunk})["TagDescriptions"]:
             if owner.owns({t["Key"]: t["Value"] for t in desc.get("Tags", [])}):
-                owned.append(desc["LoadBalancerName"])
+                owned.append(desc[id_key])
     return owned
 
 

@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT))
 
 from bench.client import Target, run_load  # noqa: E402
 from charts.envoy_bootstrap import Upstream  # noqa: E402
-from charts.live_dashboard import ACCEPTED_TOKENS, DRAFT_TOKENS, ENVOY_REQUESTS  # noqa: E402
+from charts.live_dashboard import ENVOY_REQUESTS  # noqa: E402
 from config import parse_config  # noqa: E402
-from config.endpoint import CAPPED_SUFFIX, SPILL_METRICS  # noqa: E402
-from config.metrics import REQUESTS_RUNNING  # noqa: E402
+from config.endpoint import CAPPED_SUFFIX, METRICS_PATH, SPILL_METRICS  # noqa: E402
+from config.metrics import REQUESTS_RUNNING, SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS  # noqa: E402
 from tests.conftest import default_config_dict  # noqa: E402
 from tests.router_harness import envoy_router, stand_in  # noqa: E402
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         upstreams = {"speculative": Upstream("127.0.0.1", s.port), "baseline": Upstream("127.0.0.1", b.port)}
         with envoy_router(config, upstreams, Path(tmp)) as router:
             rec = Recorder(
-                router.metrics_url + "/stats/prometheus",
+                router.metrics_url + METRICS_PATH,
                 {"speculative": s.url + "/metrics", "baseline": b.url + "/metrics"},
             )
             rec.start()
@@ -139,8 +139,8 @@ def draw(samples: list, out: Path) -> None:
     def vllm(profile: str, name: str):
         return lambda s: s[2][profile].get((name, ""), 0.0)
 
-    acc = [rate(samples, i, vllm("speculative", ACCEPTED_TOKENS)) for i in idx]
-    drafts = [rate(samples, i, vllm("speculative", DRAFT_TOKENS)) for i in idx]
+    acc = [rate(samples, i, vllm("speculative", SPEC_ACCEPTED_TOKENS)) for i in idx]
+    drafts = [rate(samples, i, vllm("speculative", SPEC_DRAFT_TOKENS)) for i in idx]
     acceptance = [a / d if d > 0 else float("nan") for a, d in zip(acc, drafts, strict=True)]
     running = {p: [vllm(p, REQUESTS_RUNNING)(x) for x in samples] for p in ("baseline", "speculative")}
 

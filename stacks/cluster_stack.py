@@ -162,16 +162,7 @@ class ClusterStack(Stack):
             labels={NODE_ROLE_LABEL: "system"},
             subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
         )
-        self.trn2_nodes = Trn2NodeGroup(
-            self,
-            "Trn2Nodes",
-            cluster=self.cluster,
-            vpc=self.vpc,
-            settings=config.trn2_nodes,
-            availability_zone=config.trn2_availability_zone,
-            efa=config.efa_required,
-            tags=config.tags,
-        )
+        self.trn2_nodes = Trn2NodeGroup(self, "Trn2Nodes", cluster=self.cluster, vpc=self.vpc, config=config)
         # A Capacity Block's end, announced by EC2 40 minutes before: to the alarm topic (docs/coldstart.md).
         block, topic = config.trn2_nodes.capacity_reservation_id, config.observability.alarm_topic_arn
         if config.trn2_nodes.capacity_type == "CAPACITY_BLOCK" and block and topic:

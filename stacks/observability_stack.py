@@ -39,13 +39,5 @@ class ObservabilityStack(Stack):
             test_cases=[(c.name, c.kind) for c in DEFAULT_CASES],
             hourly_cost_usd=hourly,
         )
-        self.alarms = ServingAlarms(
-            self,
-            "Alarms",
-            prefix=config.name,
-            cluster_name=config.cluster_name,
-            namespace=config.namespace,
-            services=[p.name for p in config.profiles],
-            topic_arn=config.observability.alarm_topic_arn,
-        )
+        self.alarms = ServingAlarms(self, "Alarms", config=config)
         self.alert_rules = ServingAlertRules(self, "AlertRules", config=config, workspace_arn=metrics_workspace_arn)

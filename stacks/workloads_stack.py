@@ -43,35 +43,38 @@ class WorkloadsStack(Stack):
         bucket_name = config.models_bucket_name(Aws.ACCOUNT_ID)
         bucket = s3.Bucket.from_bucket_name(self, "ModelsBucket", bucket_name)
 
-        nag_bucket = config.models_bucket_name("<AWS::AccountId>")
-        endpoint_id = cluster_stack.s3_endpoint.endpoint_id
+        self._cluster, self._bucket, self._namespace = cluster, bucket, config.namespace
+        self._nag_bucket = config.models_bucket_name("<AWS::AccountId>")
+        self._endpoint_id = cluster_stack.s3_endpoint.endpoint_id
         self.serving_roles: dict[str, iam.Role] = {}
         self.build_roles: dict[str, iam.Role] = {}
         for profile in config.profiles:
-            self.build_roles[profile.name] = self._build_role(config, profile, cluster, bucket, nag_bucket)
-            _require_endpoint(self.build_roles[profile.name], bucket, endpoint_id)
-            role = self._identity(
-                config,
-                cluster,
+            artifact = artifact_prefix(profile_digest(config, profile))
+            self.build_roles[profile.name] = self._bucket_role(
+                build_service_account(profile),
+                f"model build {profile.name}: read checkpoints, write artifacts/<digest>/ only",
+                reads=checkpoint_prefixes(config, config.profile_models(profile)),
+                writes=[artifact],
+                why="The build reads only the checkpoint prefixes of the models it compiles and writes only its own "
+                "content-addressed artifact prefix",
+            )
+            self.serving_roles[profile.name] = self._bucket_role(
                 service_account_name(profile),
                 f"vLLM {profile.name}: read its own artifact and checkpoints from the models bucket",
+                reads=serving_read_prefixes(config, profile),
+                writes=[],
+                why="GetObject is limited to this service's own content-addressed artifact prefix and the checkpoint "
+                "prefixes of the models it loads",
             )
-            prefixes = serving_read_prefixes(config, profile)
-            _grant_reads(role, bucket, prefixes)
-            _require_endpoint(role, bucket, endpoint_id)
-            acknowledge(
-                role,
-                "IAM5",
-                "GetObject is limited to this service's own content-addressed artifact prefix and the checkpoint "
-                "prefixes of the models it loads; object ARNs under a prefix need a trailing wildcard.",
-                tuple(f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{p}*]" for p in prefixes),
-            )
-            self.serving_roles[profile.name] = role
-
-        self.stage_role = self._stage_role(config, cluster, bucket, nag_bucket)
-        self.bench_role = self._bench_role(config, cluster, bucket, nag_bucket)
-        for writer in (self.stage_role, self.bench_role):
-            _require_endpoint(writer, bucket, endpoint_id)
+        self.stage_role = self._bucket_role(
+            STAGE_SERVICE_ACCOUNT,
+            "checkpoint staging: write checkpoints/<hf_id>/<revision>/ of the configured models only",
+            reads=[],
+            writes=checkpoint_prefixes(config, config.models_in_use()),
+            why="Staging reads and writes only the checkpoint prefixes (pinned model and revision) of the models the "
+            "profiles use",
+        )
+        self.bench_role = self._bench_role(config.observability.metrics_namespace)
 
         # One manifest resource per chart group: each stays far below the kubectl handler's 256 KiB event
         # payload (an update carries old and new), and the groups apply after the base (the namespace).
@@ -96,106 +99,72 @@ class WorkloadsStack(Stack):
         )
         self.autoscaling.node.add_dependency(base, cluster_stack.keda.chart)
 
-    def _build_role(
-        self,
-        config: DeploymentConfig,
-        profile: ServingProfile,
-        cluster: eks.ICluster,
-        bucket: s3.IBucket,
-        nag_bucket: str,
+    def _bucket_role(
+        self, service_account: str, description: str, *, reads: list[str], writes: list[str], why: str
     ) -> iam.Role:
-        """The model-build Job reads the checkpoints it compiles and writes only its own artifact prefix."""
-        role = self._identity(
-            config,
-            cluster,
-            build_service_account(profile),
-            f"model build {profile.name}: read checkpoints, write artifacts/<digest>/ only",
-        )
-        artifact = artifact_prefix(profile_digest(config, profile))
-        reads = checkpoint_prefixes(config, config.profile_models(profile))
-        _grant_reads(role, bucket, reads)
-        _grant_uploads(role, bucket, [artifact])
+        """A role that lists the bucket, reads objects under `reads` and uploads under `writes` (prefixes), only
+        through the VPC's S3 endpoint; `why` the prefixes are these, for cdk-nag."""
+        role = self._identity(service_account, description)
+        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self._bucket.bucket_arn]))
+        if reads:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"], resources=[self._bucket.arn_for_objects(f"{p}*") for p in reads]
+                )
+            )
+        if writes:
+            _grant_uploads(role, self._bucket, writes)
+        _require_endpoint(role, self._bucket, self._endpoint_id)
         acknowledge(
             role,
             "IAM5",
-            "The build reads only the checkpoint prefixes of the models it compiles and writes only its own "
-            "content-addressed artifact prefix; object ARNs under a prefix need a trailing wildcard.",
-            tuple(f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{p}*]" for p in [artifact, *reads]),
+            f"{why}; object ARNs under a prefix need a trailing wildcard.",
+            tuple(_nag_objects(self._nag_bucket, p) for p in [*writes, *reads]),
         )
         return role
 
-    def _stage_role(
-        self, config: DeploymentConfig, cluster: eks.ICluster, bucket: s3.IBucket, nag_bucket: str
-    ) -> iam.Role:
-        """The checkpoint-staging Job writes only the checkpoint prefixes of the models the profiles use."""
-        role = self._identity(
-            config,
-            cluster,
-            STAGE_SERVICE_ACCOUNT,
-            "checkpoint staging: write checkpoints/<hf_id>/<revision>/ of the configured models only",
-        )
-        prefixes = checkpoint_prefixes(config, config.models_in_use())
-        role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
-        _grant_uploads(role, bucket, prefixes)
-        acknowledge(
-            role,
-            "IAM5",
-            "Staging reads and writes only the checkpoint prefixes (pinned model and revision) of the models the "
-            "profiles use; object ARNs under a prefix need a trailing wildcard.",
-            tuple(f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{p}*]" for p in prefixes),
-        )
-        return role
-
-    def _bench_role(
-        self, config: DeploymentConfig, cluster: eks.ICluster, bucket: s3.IBucket, nag_bucket: str
-    ) -> iam.Role:
+    def _bench_role(self, metrics_namespace: str) -> iam.Role:
         """The benchmark Job may publish metrics only in the configured namespace and write only results/."""
         role = self._identity(
-            config,
-            cluster,
-            BENCH_SERVICE_ACCOUNT,
-            "benchmark Job: PutMetricData in its namespace, write results/ in the models bucket",
+            BENCH_SERVICE_ACCOUNT, "benchmark Job: PutMetricData in its namespace, write results/ in the models bucket"
         )
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],  # PutMetricData has no resource type; the namespace condition scopes it
-                conditions={"StringEquals": {"cloudwatch:namespace": config.observability.metrics_namespace}},
+                conditions={"StringEquals": {"cloudwatch:namespace": metrics_namespace}},
             )
         )
         role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{RESULTS_PREFIX}*")])
+            iam.PolicyStatement(
+                actions=["s3:PutObject"], resources=[self._bucket.arn_for_objects(f"{RESULTS_PREFIX}*")]
+            )
         )
+        _require_endpoint(role, self._bucket, self._endpoint_id)
         acknowledge(
             role,
             "IAM5",
             "cloudwatch:PutMetricData supports no resource ARNs (only Resource *); it is scoped by the "
             "cloudwatch:namespace condition. s3:PutObject is limited to the results/ prefix.",
-            ("[Resource::*]", f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{RESULTS_PREFIX}*]"),
+            ("[Resource::*]", _nag_objects(self._nag_bucket, RESULTS_PREFIX)),
         )
         return role
 
-    def _identity(
-        self, config: DeploymentConfig, cluster: eks.ICluster, service_account: str, description: str
-    ) -> iam.Role:
+    def _identity(self, service_account: str, description: str) -> iam.Role:
         """A role for one service account of the namespace, bound through EKS Pod Identity."""
         return PodIdentityRole(
             self,
             f"{service_account}-identity",
-            cluster=cluster,
-            namespace=config.namespace,
+            cluster=self._cluster,
+            namespace=self._namespace,
             service_account=service_account,
             description=description,
         ).role
 
 
-def _grant_reads(role: iam.Role, bucket: s3.IBucket, prefixes: list[str]) -> None:
-    """GetObject under `prefixes` only. Mountpoint lists directories on the way down; ListBucket reveals key
-    names, never content."""
-    role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
-    role.add_to_policy(
-        iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{p}*") for p in prefixes])
-    )
+def _nag_objects(nag_bucket: str, prefix: str) -> str:
+    """The finding cdk-nag reports for the object ARN `<prefix>*` (the bucket named with the account's token)."""
+    return f"[Resource::arn:<AWS::Partition>:s3:::{nag_bucket}/{prefix}*]"
 
 
 def _require_endpoint(role: iam.Role, bucket: s3.IBucket, endpoint_id: str) -> None:

@@ -12,8 +12,7 @@ from config import node_scaling
 from config.catalogue import NODE_ROLE_LABEL
 from config.schema import DeploymentConfig
 from config.versions import CHARTS, CLUSTER_AUTOSCALER, CLUSTER_AUTOSCALER_REPOSITORY, for_kubernetes
-from stacks.constructs.pinned_chart import pinned_chart
-from stacks.constructs.pod_identity_role import PodIdentityRole
+from stacks.constructs.pinned_chart import ChartRelease, SignedChart
 from stacks.nag import acknowledge
 
 # --enable-dynamic-resource-allocation defaults to false in 1.34 (config/flags/flags.go:227 at 1.34.5) and is locked to
@@ -24,6 +23,9 @@ DRA_FLAG_NEEDED: dict[str, bool] = {"1.34": True, "1.35": False}
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"
 RELEASE = "cluster-autoscaler"
+CHART_RELEASE = ChartRelease(
+    CHARTS[CLUSTER_AUTOSCALER], RELEASE, NAMESPACE, create_namespace=False, service_account=SERVICE_ACCOUNT
+)
 # Tags EKS puts on every managed node group's Auto Scaling group for CA's auto-discovery (EKS user guide, "Simplify
 # node lifecycle with managed node groups": nodes are "automatically tagged for auto-discovery by the Kubernetes
 # Cluster Autoscaler"): k8s.io/cluster-autoscaler/enabled=true and k8s.io/cluster-autoscaler/<cluster>=owned.
@@ -85,28 +87,39 @@ def scaling_policy(cluster_name: str) -> iam.PolicyStatement:
     )
 
 
-class ClusterAutoscaler(Construct):
+class ClusterAutoscaler(SignedChart):
     """Cluster Autoscaler on the system nodes, discovering this cluster's managed node groups by their tags.
 
     It changes only the desired size of a group, between the group's min_size (the floor) and max_size (the
-    ceiling); the Pod Identity association exists before the chart installs, because credentials are injected when
-    the pod is created.
+    ceiling).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, config: DeploymentConfig) -> None:
-        super().__init__(scope, construct_id)
         image = for_kubernetes(config.kubernetes_version).cluster_autoscaler_image
-        chart = CHARTS[CLUSTER_AUTOSCALER]
-        self.identity = PodIdentityRole(
-            self,
-            "Identity",
+        super().__init__(
+            scope,
+            construct_id,
             cluster=cluster,
-            namespace=NAMESPACE,
-            service_account=SERVICE_ACCOUNT,
-            description="Cluster Autoscaler: change the desired size of this cluster's node groups only",
+            release=CHART_RELEASE,
+            role="Cluster Autoscaler: change the desired size of this cluster's node groups only",
+            statements=[
+                iam.PolicyStatement(actions=list(DESCRIBE_ACTIONS), resources=["*"]),
+                scaling_policy(config.cluster_name),
+            ],
+            values={
+                "cloudProvider": "aws",
+                "awsRegion": Stack.of(scope).region,
+                "autoDiscovery": {
+                    "clusterName": config.cluster_name,
+                    "tags": [ENABLED_TAG, cluster_tag(config.cluster_name)],
+                },
+                "fullnameOverride": RELEASE,
+                "image": {"repository": CLUSTER_AUTOSCALER_REPOSITORY, "tag": image.version},
+                "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
+                "nodeSelector": {NODE_ROLE_LABEL: "system"},
+                "extraArgs": extra_args(config),
+            },
         )
-        self.identity.role.add_to_policy(iam.PolicyStatement(actions=list(DESCRIBE_ACTIONS), resources=["*"]))
-        self.identity.role.add_to_policy(scaling_policy(config.cluster_name))
         acknowledge(
             self.identity.role,
             "IAM5",
@@ -114,27 +127,4 @@ class ClusterAutoscaler(Construct):
             "(read-only); SetDesiredCapacity/TerminateInstanceInAutoScalingGroup apply to '*' only under a condition "
             "on this cluster's node-group tags (the ASG names are chosen by EKS, unknown at synth).",
             ("[Resource::*]",),
-        )
-        self.values = {
-            "cloudProvider": "aws",
-            "awsRegion": Stack.of(self).region,
-            "autoDiscovery": {
-                "clusterName": config.cluster_name,
-                "tags": [ENABLED_TAG, cluster_tag(config.cluster_name)],
-            },
-            "fullnameOverride": RELEASE,
-            "image": {"repository": CLUSTER_AUTOSCALER_REPOSITORY, "tag": image.version},
-            "rbac": {"serviceAccount": {"create": True, "name": SERVICE_ACCOUNT}},
-            "nodeSelector": {NODE_ROLE_LABEL: "system"},
-            "extraArgs": extra_args(config),
-        }
-        self.chart = pinned_chart(
-            self,
-            cluster=cluster,
-            pin=chart,
-            release=RELEASE,
-            namespace=NAMESPACE,
-            create_namespace=False,
-            values=self.values,
-            after=self.identity.association,
         )

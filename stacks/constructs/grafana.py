@@ -26,8 +26,7 @@ from charts.live_dashboard import (
 from config.catalogue import GRAFANA_NAMESPACE, NODE_ROLE_LABEL
 from config.schema import DeploymentConfig
 from config.versions import CHARTS, GRAFANA, GRAFANA_AMP_PLUGIN_ID, PLUGINS
-from stacks.constructs.pinned_chart import pinned_chart
-from stacks.constructs.pod_identity_role import PodIdentityRole
+from stacks.constructs.pinned_chart import ChartRelease, SignedChart
 from stacks.nag import acknowledge
 
 # The chart comes from the version map (config/versions.py: grafana-community/helm-charts grafana 12.11.1, Grafana
@@ -40,6 +39,9 @@ AMP_PLUGIN = (
 
 GRAFANA_RELEASE = "grafana"
 GRAFANA_SERVICE_ACCOUNT = "grafana"
+GRAFANA_CHART_RELEASE = ChartRelease(
+    GRAFANA_CHART, GRAFANA_RELEASE, GRAFANA_NAMESPACE, create_namespace=True, service_account=GRAFANA_SERVICE_ACCOUNT
+)
 DASHBOARD_FOLDER = "trn-specdec"
 # What the AMP data source calls (AMP user guide, "Set up Grafana open source ... for use with Amazon Managed Service
 # for Prometheus": aps:QueryMetrics, aps:GetMetricMetadata, aps:GetSeries, aps:GetLabels), on this workspace only.
@@ -118,9 +120,8 @@ def grafana_values(config: DeploymentConfig, query_url: str, region: str) -> dic
     }
 
 
-class Grafana(Construct):
-    """Grafana's chart, after the Pod Identity association its server signs with (credentials are injected when
-    the pod is created)."""
+class Grafana(SignedChart):
+    """Grafana's chart, signing its queries as its own Pod Identity role."""
 
     def __init__(
         self,
@@ -132,32 +133,22 @@ class Grafana(Construct):
         workspace_arn: str,
         query_url: str,
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.identity = PodIdentityRole(
-            self,
-            "Identity",
+        super().__init__(
+            scope,
+            construct_id,
             cluster=cluster,
-            namespace=GRAFANA_NAMESPACE,
-            service_account=GRAFANA_SERVICE_ACCOUNT,
-            description="Grafana: read the serving metrics workspace and CloudWatch metrics, nothing else",
+            release=GRAFANA_CHART_RELEASE,
+            role="Grafana: read the serving metrics workspace and CloudWatch metrics, nothing else",
+            statements=[
+                iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[workspace_arn]),
+                iam.PolicyStatement(actions=list(CLOUDWATCH_ACTIONS), resources=["*"]),
+            ],
+            values=grafana_values(config, query_url, Stack.of(scope).region),
         )
-        self.identity.role.add_to_policy(iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[workspace_arn]))
-        self.identity.role.add_to_policy(iam.PolicyStatement(actions=list(CLOUDWATCH_ACTIONS), resources=["*"]))
         acknowledge(
             self.identity.role,
             "IAM5",
             "CloudWatch's GetMetricData, ListMetrics and DescribeAlarmsForMetric support no resource-level "
             "permissions (Service Authorization Reference, Amazon CloudWatch); the role reads metrics, writes none.",
             ("[Resource::*]",),
-        )
-        self.values = grafana_values(config, query_url, Stack.of(self).region)
-        self.chart = pinned_chart(
-            self,
-            cluster=cluster,
-            pin=GRAFANA_CHART,
-            release=GRAFANA_RELEASE,
-            namespace=GRAFANA_NAMESPACE,
-            create_namespace=True,
-            values=self.values,
-            after=self.identity.association,
         )

@@ -9,49 +9,38 @@ from constructs import Construct
 
 from config.catalogue import KEDA_NAMESPACE, NODE_ROLE_LABEL
 from config.versions import CHARTS, KEDA
-from stacks.constructs.pinned_chart import pinned_chart
-from stacks.constructs.pod_identity_role import PodIdentityRole
+from stacks.constructs.pinned_chart import ChartRelease, SignedChart
 
 # The pinned chart comes from the version map (config/versions.py, kedacore/charts keda 2.20.2 at cbb9bb8c). The
 # values below and the ScaledObject/TriggerAuthentication schemas the tests check against are read at that commit
 # (tests/charts/fixtures/keda_2_20_2.json).
 KEDA_CHART = CHARTS[KEDA]
 KEDA_OPERATOR_SERVICE_ACCOUNT = "keda-operator"  # the chart's serviceAccount.operator.name default, set explicitly
+KEDA_RELEASE = ChartRelease(
+    KEDA_CHART, "keda", KEDA_NAMESPACE, create_namespace=True, service_account=KEDA_OPERATOR_SERVICE_ACCOUNT
+)
 # The only call KEDA's prometheus scaler makes: GET <workspace>/api/v1/query, which AMP authorizes as
 # aps:QueryMetrics (AMP user guide, "Amazon Managed Service for Prometheus permissions").
 QUERY_ACTIONS = ("aps:QueryMetrics",)
 
 
-class Keda(Construct):
+class Keda(SignedChart):
     """KEDA's operator, metrics API server and admission webhooks on the system nodes.
 
     The operator signs its queries to the workspace with SigV4 as itself (TriggerAuthentication podIdentity provider
-    `aws`, identityOwner keda): the AWS SDK's default chain finds the EKS Pod Identity credentials. The association
-    exists before the chart installs, because Pod Identity injects credentials when a pod is created.
+    `aws`, identityOwner keda): the AWS SDK's default chain finds the EKS Pod Identity credentials.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, workspace_arn: str) -> None:
-        super().__init__(scope, construct_id)
-        self.identity = PodIdentityRole(
-            self,
-            "Identity",
+        super().__init__(
+            scope,
+            construct_id,
             cluster=cluster,
-            namespace=KEDA_NAMESPACE,
-            service_account=KEDA_OPERATOR_SERVICE_ACCOUNT,
-            description="KEDA operator: query the serving metrics workspace (aps:QueryMetrics), nothing else",
-        )
-        self.identity.role.add_to_policy(iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[workspace_arn]))
-        self.values = {
-            "nodeSelector": {NODE_ROLE_LABEL: "system"},
-            "serviceAccount": {"operator": {"name": KEDA_OPERATOR_SERVICE_ACCOUNT}},
-        }
-        self.chart = pinned_chart(
-            self,
-            cluster=cluster,
-            pin=KEDA_CHART,
-            release="keda",
-            namespace=KEDA_NAMESPACE,
-            create_namespace=True,
-            values=self.values,
-            after=self.identity.association,
+            release=KEDA_RELEASE,
+            role="KEDA operator: query the serving metrics workspace (aps:QueryMetrics), nothing else",
+            statements=[iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[workspace_arn])],
+            values={
+                "nodeSelector": {NODE_ROLE_LABEL: "system"},
+                "serviceAccount": {"operator": {"name": KEDA_OPERATOR_SERVICE_ACCOUNT}},
+            },
         )

@@ -21,6 +21,7 @@ from charts.endpoint import METRICS_PORT_NAME as ENDPOINT_METRICS_PORT_NAME
 from charts.live_dashboard import ENVOY_CLUSTER_LABEL, ENVOY_METRICS
 from charts.metrics_proxy import METRICS_PORT_NAME as METRICS_PROXY_PORT_NAME
 from config.endpoint import CAPPED_SUFFIX
+from config.endpoint import METRICS_PATH as ENDPOINT_METRICS_PATH
 from config.labels import PROFILE as PROFILE_POD_LABEL
 from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, POD_LABEL, PROFILE_LABEL, SCRAPE_JOB, VLLM_METRIC_PREFIXES
@@ -121,7 +122,6 @@ def scheduler_scrape_job() -> dict[str, Any]:
 
 
 ENDPOINT_JOB = "endpoint"
-ENDPOINT_METRICS_PATH = "/stats/prometheus"  # the only path the endpoint's metrics listener serves (charts/endpoint)
 
 
 def endpoint_scrape_job(*, namespace: str, profiles: list[str]) -> dict[str, Any]:

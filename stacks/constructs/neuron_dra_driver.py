@@ -6,7 +6,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from config.versions import CHARTS, NEURON
-from stacks.constructs.pinned_chart import pinned_chart
+from stacks.constructs.pinned_chart import ChartRelease, pinned_chart
 
 # The pinned chart comes from the version map (config/versions.py): the version the values below were written for
 # (devicePlugin, npd, scheduler, draDriver).
@@ -14,6 +14,7 @@ NEURON_CHART = CHARTS[NEURON]
 # The chart renders its own Namespace "neuron-dra-driver" for the driver; the release record lives in
 # kube-system so Helm does not try to create that namespace a second time.
 NEURON_RELEASE_NAMESPACE = "kube-system"
+NEURON_RELEASE = ChartRelease(NEURON_CHART, "neuron-dra", NEURON_RELEASE_NAMESPACE, create_namespace=False)
 
 
 class NeuronDraDriver(Construct):
@@ -33,12 +34,4 @@ class NeuronDraDriver(Construct):
             # The chart's default draDriver tolerations already include aws.amazon.com/neuron (Exists).
             "draDriver": {"enabled": True},
         }
-        self.chart = pinned_chart(
-            self,
-            cluster=cluster,
-            pin=NEURON_CHART,
-            release="neuron-dra",
-            namespace=NEURON_RELEASE_NAMESPACE,
-            create_namespace=False,
-            values=self.values,
-        )
+        self.chart = pinned_chart(self, cluster=cluster, release=NEURON_RELEASE, values=self.values)

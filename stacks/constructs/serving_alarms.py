@@ -13,25 +13,29 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from config.labels import INSTANCE
+from config.schema import DeploymentConfig
 from stacks import container_insights as ci
+
+
+def _insights(name: str, dimensions: dict[str, str], statistic: str, *, minutes: int) -> cw.Metric:
+    """A Container Insights metric, as the add-on publishes it (namespace and dimension names: stacks/container_insights)."""
+    return cw.Metric(
+        namespace=ci.NAMESPACE,
+        metric_name=name,
+        dimensions_map=dimensions,
+        statistic=statistic,
+        period=Duration.minutes(minutes),
+    )
 
 
 class ServingAlarms(Construct):
     """A node with a failing condition (5 minutes), and, per serving profile, no running pod behind its Service
     (15 minutes; no data counts as none running, since a Service without pods reports nothing)."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        prefix: str,
-        cluster_name: str,
-        namespace: str,
-        services: list[str],
-        topic_arn: str | None,
-    ) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig) -> None:
         super().__init__(scope, construct_id)
+        prefix, cluster_name, namespace = config.name, config.cluster_name, config.namespace
+        services, topic_arn = [p.name for p in config.profiles], config.observability.alarm_topic_arn
         self.alarms: list[cw.Alarm] = [
             cw.Alarm(
                 self,
@@ -41,13 +45,7 @@ class ServingAlarms(Construct):
                     f"A node of {cluster_name} has had a failing condition for 5 minutes (kubectl get nodes; "
                     "kubectl describe node NAME). On the Trainium2 node this stops both services."
                 ),
-                metric=cw.Metric(
-                    namespace=ci.NAMESPACE,
-                    metric_name=ci.FAILED_NODES,
-                    dimensions_map={ci.CLUSTER_NAME: cluster_name},
-                    statistic="Maximum",
-                    period=Duration.minutes(1),
-                ),
+                metric=_insights(ci.FAILED_NODES, {ci.CLUSTER_NAME: cluster_name}, "Maximum", minutes=1),
                 comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 threshold=0,
                 evaluation_periods=5,
@@ -65,16 +63,11 @@ class ServingAlarms(Construct):
                         f"`make build PROFILE={service}` runs or before its artifact exists; otherwise see "
                         f"kubectl -n {namespace} describe pods -l {INSTANCE}={service}."
                     ),
-                    metric=cw.Metric(
-                        namespace=ci.NAMESPACE,
-                        metric_name=ci.RUNNING_PODS,
-                        dimensions_map={
-                            ci.SERVICE: service,
-                            ci.K8S_NAMESPACE: namespace,
-                            ci.CLUSTER_NAME: cluster_name,
-                        },
-                        statistic="Minimum",
-                        period=Duration.minutes(5),
+                    metric=_insights(
+                        ci.RUNNING_PODS,
+                        {ci.SERVICE: service, ci.K8S_NAMESPACE: namespace, ci.CLUSTER_NAME: cluster_name},
+                        "Minimum",
+                        minutes=5,
                     ),
                     comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
                     threshold=1,

@@ -8,7 +8,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from config.catalogue import NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL
-from config.schema import Trn2NodeGroupConfig
+from config.schema import DeploymentConfig
 from stacks.constructs.node_metadata import metadata_options
 from stacks.nag import acknowledge_node_role
 
@@ -17,7 +17,7 @@ class Trn2NodeGroup(Construct):
     """EKS managed node group of Trainium2 instances, ready for the Neuron DRA driver.
 
     The instance type lives in a launch template because CDK does not know trn2 and rejects it next
-    to the Neuron AMI type (AmiTypeDoesNotMatchInstanceArchitecture). With `efa`, every network card
+    to the Neuron AMI type (AmiTypeDoesNotMatchInstanceArchitecture). With EFA, every network card
     gets an EFA interface and the nodes share a cluster placement group: the DRA driver publishes the
     connected device-group attributes the service claims match on only on EFA-enabled instances.
     A Capacity Block is already placed in a cluster placement group by EC2, so with CAPACITY_BLOCK the
@@ -31,12 +31,13 @@ class Trn2NodeGroup(Construct):
         *,
         cluster: eks.Cluster,
         vpc: ec2.IVpc,
-        settings: Trn2NodeGroupConfig,
-        availability_zone: str,
-        efa: bool,
-        tags: dict[str, str],
+        config: DeploymentConfig,
     ) -> None:
         super().__init__(scope, construct_id)
+        # What the config decides for this group: its section, its zone (a Capacity Block's, or the first), whether the
+        # claims need EFA, and the deployment's tags.
+        settings, availability_zone = config.trn2_nodes, config.trn2_availability_zone
+        efa, tags = config.efa_required, config.tags
         instance = settings.instance
         data: dict = {
             "instance_type": settings.instance_type,

@@ -8,7 +8,7 @@ nanoseconds like the container runtime's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -329,6 +329,9 @@ def vllm_log(t: Timeline) -> str:
 # The pods the tests read: name -> (profile, node, timeline). One new trn2 node became Ready at 300 s.
 NODE = "ip-10-64-32-10.us-east-2.compute.internal"
 NODE_READY_S = 300
+# A later replica on that node: created at 1000 s, scheduled at once, its image already there, its init check done
+# at 1016 s; the later pods differ from it only where they say.
+LATER = Timeline(created=1000, scheduled=1001, pull=(1003, 1003), image_present=True, init=(1004, 1016))
 PODS: dict[str, tuple[str, str | None, Timeline]] = {
     # created before the node existed; vllm-neuron stack: check, then the compile cache copy
     "speculative-7d9f8c6b5-normal": (
@@ -347,43 +350,21 @@ PODS: dict[str, tuple[str, str | None, Timeline]] = {
         ),
     ),
     # a second replica on the Ready node, image already there; slow model load; the legacy stack copies nothing
-    "baseline-7d9f8c6b5-slow": (
-        "baseline",
-        NODE,
-        Timeline(
-            created=1000,
-            scheduled=1001,
-            pull=(1003, 1003),
-            image_present=True,
-            init=(1004, 1016),
-            vllm_start=1017,
-            engine_ready=2517.2,
-            ready=2520,
-        ),
-    ),
+    "baseline-7d9f8c6b5-slow": ("baseline", NODE, replace(LATER, vllm_start=1017, engine_ready=2517.2, ready=2520)),
     # crash-looping: vllm exits, waits to restart; never Ready
     "speculative-7d9f8c6b5-crashing": (
         "speculative",
         NODE,
-        Timeline(
-            created=1000,
-            scheduled=1001,
-            pull=(1003, 1003),
-            image_present=True,
-            init=(1004, 1016),
-            vllm_start=1400,
-            vllm_restarts=3,
-            vllm_waiting="CrashLoopBackOff",
-        ),
+        replace(LATER, vllm_start=1400, vllm_restarts=3, vllm_waiting="CrashLoopBackOff"),
     ),
     # restarted twice, then Ready; events expired (older than an hour), and vLLM compiled while serving
     "baseline-7d9f8c6b5-restarted": (
         "baseline",
         NODE,
-        Timeline(
-            created=1000,
-            scheduled=1001,
-            init=(1004, 1016),
+        replace(
+            LATER,
+            pull=None,
+            image_present=False,
             vllm_start=1500,
             vllm_restarts=2,
             engine_ready=1700.4,
@@ -395,22 +376,10 @@ PODS: dict[str, tuple[str, str | None, Timeline]] = {
     "speculative-7d9f8c6b5-noartifact": (
         "speculative",
         NODE,
-        Timeline(created=1000, scheduled=1001, pull=(1003, 1003), image_present=True, init=(1004, 1006), init_exit=1),
+        replace(LATER, init=(1004, 1006), init_exit=1),
     ),
     # evicted while loading
-    "baseline-7d9f8c6b5-evicted": (
-        "baseline",
-        NODE,
-        Timeline(
-            created=1000,
-            scheduled=1001,
-            pull=(1003, 1003),
-            image_present=True,
-            init=(1004, 1016),
-            vllm_start=1017,
-            evicted=True,
-        ),
-    ),
+    "baseline-7d9f8c6b5-evicted": ("baseline", NODE, replace(LATER, vllm_start=1017, evicted=True)),
     # never scheduled: no node has the devices
     "speculative-7d9f8c6b5-pending": ("speculative", None, Timeline(created=1000, scheduled=None)),
 }
