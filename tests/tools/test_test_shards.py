@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tools.test_shards import OWN_SHARDS, counts, shards
+from pathlib import Path
+
+from tools.test_shards import OWN_SHARDS, TIMING_PATHS, counts, shards
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_pytest_closing_lines_are_counted_including_failures_and_errors():
@@ -20,4 +24,17 @@ def test_the_shards_cover_the_whole_suite_once_and_timing_tests_run_alone():
     ) == sorted(own)
     assert sorted(p for s in concurrent[1:] for p in s.args if p.startswith("tests/")) == sorted(own)
     assert all(s.args[-3:] == ["-m", "not timing", "-x"] for s in concurrent)
-    assert timing.args == ["tests", "-m", "timing", "-x"]
+    assert timing.args == [*TIMING_PATHS, "-m", "timing", "-x"]
+
+
+def test_every_timing_marked_test_is_where_the_timing_phase_collects():
+    """The timing phase collects only TIMING_PATHS and the shards deselect timing tests: one marked elsewhere
+    would run in no phase at all."""
+    marked = {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "tests").rglob("test_*.py")
+        if "mark.timing" in p.read_text() and p.name != "test_test_shards.py"
+    }
+    assert marked, "no timing-marked test found: the scan is broken"
+    outside = sorted(m for m in marked if not any(m.startswith(t + "/") for t in TIMING_PATHS))
+    assert not outside, f"timing-marked tests outside {TIMING_PATHS}: {outside}; add their folder to TIMING_PATHS"
