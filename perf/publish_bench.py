@@ -34,10 +34,10 @@ sys.path.insert(0, str(ROOT))
 
 from config import load_config  # noqa: E402
 from model_build.compile import write_build_record  # noqa: E402
-from model_build.manifest import BuildRecord  # noqa: E402
 from model_build.plan import build_plan  # noqa: E402
 from model_build.store import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB  # noqa: E402
 from model_build.uploader import HASH_CACHE_NAME  # noqa: E402
+from serving_pod.manifest import BuildRecord  # noqa: E402
 from tests.conftest import free_port  # noqa: E402
 
 WORK = Path("/tmp/publish-bench")

@@ -21,7 +21,7 @@ from config.bucket_layout import BUILD_RECORD_NAME
 from model_build.compile_cache import CachePlan, build_cache, cache_plan, check_drafter
 from model_build.digest import profile_digest
 from model_build.errors import BuildError
-from model_build.manifest import BuildRecord
+from serving_pod.manifest import BuildRecord
 from tests.conftest import ROOT, free_port
 
 STAGED = str(ROOT / "tests" / "engine" / "fixtures")  # staged checkpoints' config.json, as on the bucket mount

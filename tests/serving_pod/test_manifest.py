@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from model_build.manifest import BuildRecord, Manifest, ManifestFile, file_problems, mismatches, sha256_file
+from serving_pod.manifest import BuildRecord, Manifest, ManifestFile, file_problems, mismatches, sha256_file
 
 FILES = [ManifestFile("a.bin", 3, "0" * 64), ManifestFile("w/b.bin", 5, "1" * 64)]
 M = Manifest("d" * 20, {"k": 7, "dtype": "bfloat16"}, FILES, created_at="2026-01-01T00:00:00+00:00", builder={"x": "1"})
