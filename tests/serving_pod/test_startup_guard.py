@@ -19,11 +19,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, free_port
+from tests.vllm_health import HEALTH_SERVER
 
 GUARD = ROOT / "serving_pod" / "startup_guard.py"
 
-STAND_IN = """
-import http.server, os, pathlib, subprocess, sys, time
+STAND_IN = (
+    HEALTH_SERVER
+    + """
+import os, pathlib, subprocess, sys, time
 mode, port, cache, compiler = sys.argv[1], int(sys.argv[2]), pathlib.Path(sys.argv[3]), sys.argv[4]
 pathlib.Path(cache.parent / "pid").write_text(str(os.getpid()))
 if mode == "writes-cache":
@@ -38,17 +41,11 @@ if mode == "runs-compiler-deep":
     subprocess.Popen([sys.executable, "-c", engine, compiler, "compile", "graph.hlo"])
 if mode != "hit":
     time.sleep(60)  # a compile takes long: the guard must stop it before it would serve
-class Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/health" else 404)
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-server = http.server.HTTPServer(("127.0.0.1", port), Health)
 import signal
 signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
-server.serve_forever()
+health_server(port).serve_forever()
 """
+)
 
 # A compiler stand-in named like the real one: a Python console script, as neuronx-cc is.
 COMPILER = "#!{python}\nimport time\ntime.sleep(60)\n"
