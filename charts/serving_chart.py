@@ -12,7 +12,7 @@ import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.code_bundle import CodeBundle, ConfigFile, SharedCode
+from charts.code_bundle import CodeBundle, ConfigFile, SharedCode, python_files
 from charts.endpoint import LABELS as ENDPOINT_LABELS
 from charts.endpoint import Endpoint
 from charts.jobs.bench import BENCH_LABELS, BenchmarkRequirements, BenchmarkSupport
@@ -23,17 +23,10 @@ from charts.vllm_service import VllmService
 from config.labels import PART_OF, PROJECT
 from config.schema import DeploymentConfig
 
-# The stdlib-only manifest check the serving init container runs (model_build/check_mounted.py), with the
-# bucket layout it reads the manifest's name from, and the stdlib-only start-up guard the vllm-neuron container
-# runs vLLM under (model_build/startup_guard.py).
-VERIFY_CODE = [
-    "config/__init__.py",
-    "config/bucket_layout.py",
-    "model_build/__init__.py",
-    "model_build/manifest.py",
-    "model_build/check_mounted.py",
-    "model_build/startup_guard.py",
-]
+# What the serving pods run besides vLLM: the in-pod package (serving_pod/: the init check, the start-up guard the
+# vllm-neuron container runs vLLM under, the manifest format they read) with the one leaf of ours it imports, the
+# bucket layout it reads the manifest's name from.
+VERIFY_CODE = ["config/__init__.py", "config/bucket_layout.py", *python_files("serving_pod")]
 BASE = "base"
 
 

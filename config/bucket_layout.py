@@ -3,7 +3,7 @@ mount paths, model_build for uploads, bench and ops for results) takes its keys 
 where pods mount it.
 
 Leaf module: imports nothing at all, so any layer may read it without pulling in another, and serving's init
-check (model_build/check_mounted.py, standard library only) ships it.
+check (serving_pod/check_mounted.py, standard library only) ships it.
 """
 
 from __future__ import annotations

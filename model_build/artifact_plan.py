@@ -12,9 +12,9 @@ from typing import Any, TypedDict
 
 from config.bucket_layout import MOUNT_PATH, artifact_prefix, mounted
 from config.schema import DeploymentConfig, ServingProfile
-from model_build import check_mounted
 from model_build.digest import artifact_inputs, digest_of
-from model_build.manifest import BuildRecord
+from serving_pod import check_mounted
+from serving_pod.manifest import BuildRecord
 from serving_stacks import stack_named
 from serving_stacks.contract import ServingStack
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from config.bucket_layout import checkpoint_prefix, manifest_key
 from config.schema import DeploymentConfig, HfModel
 from model_build.errors import BuildError
-from model_build.manifest import Manifest, ManifestFile
 from model_build.publish import PublishResult, publish_tree, read_manifest
 from model_build.store import S3Store, TransferStats
+from serving_pod.manifest import Manifest, ManifestFile
 
 # Weights in formats NxDI does not load: skip them (Qwen3 repos ship safetensors).
 IGNORE_PATTERNS = ["*.bin", "*.pth", "*.pt", "*.gguf", "*.msgpack", "*.h5", "original/*"]

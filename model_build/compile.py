@@ -28,7 +28,7 @@ from config.exit_codes import EXIT_FAILED
 from config.schema import HfModel
 from model_build.digest import ARTIFACT_SCHEMA
 from model_build.errors import BuildError, build_command
-from model_build.manifest import BuildRecord, Manifest, file_problems
+from serving_pod.manifest import BuildRecord, Manifest, file_problems
 
 if TYPE_CHECKING:  # model_build.plan imports this module to build its plans
     from model_build.plan import BuildPlan

@@ -31,7 +31,7 @@ from config.schema import DeploymentConfig, ServingProfile
 from model_build.artifact_plan import ArtifactPlan, BuildOptions, PlanLocations, artifact_base
 from model_build.compile import builder_versions, write_build_record
 from model_build.errors import BuildError, build_command
-from model_build.manifest import BuildRecord
+from serving_pod.manifest import BuildRecord
 
 HEALTH_POLL_SECONDS = 10.0
 STOP_GRACE_SECONDS = 60

@@ -20,7 +20,7 @@ from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingPr
 from model_build.artifact_plan import ArtifactPlan, BuildOptions, PlanLocations, artifact_base
 from model_build.compile import compile_profile
 from model_build.errors import BuildError, build_command
-from model_build.manifest import BuildRecord
+from serving_pod.manifest import BuildRecord
 from serving_stacks import stack_named
 from serving_stacks.contract import ArtifactKind
 

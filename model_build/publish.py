@@ -26,9 +26,9 @@ from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME, artifact_pref
 from config.exit_codes import EXIT_FAILED
 from model_build.artifact_plan import ArtifactPlan
 from model_build.errors import BuildError, build_command
-from model_build.manifest import BuildRecord, Manifest, ManifestFile, mismatches
 from model_build.store import S3Store, TransferStats
 from model_build.uploader import LocalFile, Uploader, list_tree
+from serving_pod.manifest import BuildRecord, Manifest, ManifestFile, mismatches
 
 
 @dataclass

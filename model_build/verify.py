@@ -8,10 +8,10 @@ from pathlib import Path
 
 from config.bucket_layout import MANIFEST_NAME, artifact_prefix, manifest_key
 from model_build.errors import BuildError, build_command
-from model_build.manifest import Manifest, mismatches
 from model_build.plan import BuildPlan
 from model_build.publish import read_manifest
 from model_build.store import S3Store
+from serving_pod.manifest import Manifest, mismatches
 
 
 @dataclass

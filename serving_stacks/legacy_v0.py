@@ -2,7 +2,7 @@
 
 Catalogue: images `pytorch-inference-vllm-neuronx:0.9.x-...` with an SDK that still ships NxDI (before 2.32),
 the only ones with NxDI fused draft-model speculation; the fork is end of life upstream. Artifact: the NxDI
-compile of model_build (sharded checkpoint with the fused draft), checked by model_build.check_mounted before
+compile of model_build (sharded checkpoint with the fused draft), checked by serving_pod.check_mounted before
 vLLM starts, read from the S3 mount (NEURON_COMPILED_ARTIFACTS).
 
 Leaf module: imports nothing of ours.

@@ -18,7 +18,7 @@ Artifact: the plugin's content-addressed compile cache, `$VLLM_CACHE_ROOT/neuron
 (design/compilation/compilation_cache.md). model_build fills it by running this stack's vLLM with the
 serving arguments and environment on the Trainium2 node, publishes it under the profile digest; serving
 verifies the manifest, copies the cache to node-local disk (Mountpoint has no atomic rename), checks the copy
-and that the build ran the serving command line, and starts vLLM under a guard (model_build/startup_guard.py)
+and that the build ran the serving command line, and starts vLLM under a guard (serving_pod/startup_guard.py)
 that stops the pod when anything compiles during start-up: no plugin switch that makes a miss fatal on the
 native route could be read at the pinned version.
 
@@ -180,10 +180,10 @@ def build_job_env(*, logical_neuron_cores: int, scratch: str, out_dir: str) -> d
     return runtime_env(logical_neuron_cores=logical_neuron_cores, cache_root=out_dir)
 
 
-# The start-up guard: the serving container runs vLLM under model_build/startup_guard.py (standard library only,
+# The start-up guard: the serving container runs vLLM under serving_pod/startup_guard.py (standard library only,
 # shipped with the init step's code), which stops the pod with a sentence when, before vLLM answers /health, a file
 # appears in the compile cache that the init step did not copy, or a neuronx-cc process runs.
-GUARD_SCRIPT = "model_build/startup_guard.py"
+GUARD_SCRIPT = "serving_pod/startup_guard.py"
 COMPILER_PROCESSES = ("neuronx-cc",)
 
 

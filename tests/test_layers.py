@@ -24,8 +24,9 @@ ALLOWED_EDGES: dict[str, set[str]] = {
     "stacks": {"charts", "model_build", "serving_stacks", "config"},
     "charts": {"model_build", "serving_stacks", "config"},
     "bench": {"cloud", "config"},
-    "model_build": {"cloud", "serving_stacks", "config"},
+    "model_build": {"cloud", "serving_pod", "serving_stacks", "config"},
     "cloud": {"config"},
+    "serving_pod": {"config"},  # its leaf bucket_layout only: tests/serving_pod/test_check_mounted.py
     "config": {"serving_stacks"},
     "serving_stacks": set(),
     "tools": set(),

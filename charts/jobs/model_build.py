@@ -40,16 +40,20 @@ BUILD_DEADLINE = timedelta(hours=6)
 STOP_MARGIN = timedelta(minutes=30)  # the compile gives up this long before the deadline, to say why itself
 
 
-# Serving-only code in model_build: the serving pods get it from the verify-code ConfigMap (charts/serving_chart.py).
-SERVING_ONLY = ("model_build/startup_guard.py",)
+# The in-pod code model_build never imports: the serving pods get it from the verify-code ConfigMap
+# (charts/serving_chart.py); the build ships the rest of serving_pod/ (the manifest, the init check it renders).
+SERVING_ONLY = ("serving_pod/startup_guard.py",)
 
 
 def build_code_files() -> list[str]:
-    """model_build and the config it reads; pydantic and PyYAML come with vLLM in the serving image. The config's
-    vocabulary of other layers (benchmark, API key, cost, labels) stays out: the archives have a size budget. The
-    Job gets config/ and serving_stacks/ from the shared archive, the rest from its own (ModelBuildCode)."""
+    """model_build, the in-pod modules it writes and renders through (serving_pod/), and the config it reads;
+    pydantic and PyYAML come with vLLM in the serving image. The config's vocabulary of other layers (benchmark, API
+    key, cost, labels) stays out: the archives have a size budget. The Job gets config/ and serving_stacks/ from the
+    shared archive, the rest from its own (ModelBuildCode)."""
     return [
-        f for f in python_files("model_build", *SHARED_PACKAGES) if f not in BENCH_ONLY_CONFIG and f not in SERVING_ONLY
+        f
+        for f in python_files("model_build", "serving_pod", *SHARED_PACKAGES)
+        if f not in BENCH_ONLY_CONFIG and f not in SERVING_ONLY
     ]
 
 

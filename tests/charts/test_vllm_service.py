@@ -322,7 +322,7 @@ def test_the_vllm_neuron_example_serves_eagle3_from_a_local_cache_that_must_hit(
         assert "NEURON_COMPILED_ARTIFACTS" not in env and "VLLM_USE_V1" not in env
         assert verify["command"][-2:] == ["--copy-to", "/cache/vllm-cache"]
         serve_argv = json.loads(verify["command"][verify["command"].index("--serve-argv-json") + 1])
-        assert vllm["command"][:2] == ["python3", "/opt/trn-specdec/model_build/startup_guard.py"]
+        assert vllm["command"][:2] == ["python3", "/opt/trn-specdec/serving_pod/startup_guard.py"]
         assert vllm["command"][vllm["command"].index("--watch") + 1] == "/cache/vllm-cache/neuron/compile_cache"
         assert serve_argv == vllm["command"][vllm["command"].index("--") + 1 :] + vllm["args"]
         for container in (vllm, verify):

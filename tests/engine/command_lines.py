@@ -141,7 +141,7 @@ def map_arg(arg: str, mounts: list[str]) -> str:
 
 def vllm_argv(container: dict[str, Any]) -> list[str]:
     """What the container runs as vLLM: command + args, after the start-up guard's `--` when a stack wraps vLLM in it
-    (the guard runs exactly that argv: model_build/startup_guard.py)."""
+    (the guard runs exactly that argv: serving_pod/startup_guard.py)."""
     argv = container["command"] + container["args"]
     return argv[argv.index("--") + 1 :] if "--" in argv else argv
 

@@ -14,10 +14,10 @@ import pytest
 
 from config import DeploymentConfig
 from model_build.compile import write_build_record
-from model_build.manifest import BuildRecord
 from model_build.plan import BuildPlan, build_plan
 from model_build.store import MIB, S3Store, TransferSettings
 from model_build.uploader import HASH_CACHE_NAME
+from serving_pod.manifest import BuildRecord
 from tests.conftest import MOTO_ACCOUNT
 
 FIXTURES = Path(__file__).parent / "fixtures"

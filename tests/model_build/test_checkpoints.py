@@ -12,7 +12,7 @@ from config.schema import HfModel
 from model_build.checkpoints import select_models, stage_checkpoints
 from model_build.cli import main
 from model_build.errors import BuildError
-from model_build.manifest import Manifest
+from serving_pod.manifest import Manifest
 from tests.iam_check import S3Calls, denied, statements_by_service_account
 from tests.model_build.conftest import MIB, MOTO_ACCOUNT, FaultyClient, our_s3_client, write_tree
 

@@ -13,8 +13,8 @@ from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME
 from model_build.cli import main
 from model_build.compile import Nxdi, compile_profile, expected_outputs
 from model_build.errors import BuildError
-from model_build.manifest import BuildRecord, Manifest, ManifestFile, sha256_file
 from model_build.plan import BuildPlan, build_plan
+from serving_pod.manifest import BuildRecord, Manifest, ManifestFile, sha256_file
 
 
 def test_without_nxdi_compile_exits_2_with_where_it_runs(capsys, tmp_path):

@@ -21,13 +21,14 @@ from config.bucket_layout import BUILD_RECORD_NAME
 from model_build.compile_cache import CachePlan, build_cache, cache_plan, check_drafter
 from model_build.digest import profile_digest
 from model_build.errors import BuildError
-from model_build.manifest import BuildRecord
+from serving_pod.manifest import BuildRecord
 from tests.conftest import ROOT, free_port
+from tests.vllm_health import HEALTH_SERVER
 
 STAGED = str(ROOT / "tests" / "engine" / "fixtures")  # staged checkpoints' config.json, as on the bucket mount
 
 FAKE_VLLM = """#!{python}
-import http.server, os, pathlib, sys
+import os, pathlib, sys
 mode = {mode!r}
 port = int(sys.argv[sys.argv.index("--port") + 1])
 if mode == "crash":
@@ -36,13 +37,8 @@ if mode != "no-cache":
     cache = pathlib.Path(os.environ["VLLM_CACHE_ROOT"]) / "neuron" / "compile_cache" / "0123abcd"
     cache.mkdir(parents=True)
     (cache / "model.neff").write_bytes(b"neff")
-class Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/health" else 404)
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+{health}
+health_server(port).serve_forever()
 """
 
 
@@ -56,7 +52,7 @@ def fake_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> Non
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "vllm"
-    script.write_text(FAKE_VLLM.format(python=sys.executable, mode=mode))
+    script.write_text(FAKE_VLLM.format(python=sys.executable, mode=mode, health=HEALTH_SERVER))
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
 

@@ -11,11 +11,11 @@ import pytest
 
 from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME, artifact_prefix
 from model_build.errors import BuildError
-from model_build.manifest import Manifest
 from model_build.publish import publish_artifact
 from model_build.store import MIB, TransferSettings
 from model_build.uploader import HASH_CACHE_NAME
 from model_build.verify import verify_artifact
+from serving_pod.manifest import Manifest
 from tests.iam_check import S3Calls, denied, statements_by_service_account
 from tests.model_build.conftest import MOTO_ACCOUNT, FaultyClient, fake_compile, our_s3_client, tree_bytes
 

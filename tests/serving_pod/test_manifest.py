@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from model_build.manifest import BuildRecord, Manifest, ManifestFile, file_problems, mismatches, sha256_file
+from serving_pod.manifest import BuildRecord, Manifest, ManifestFile, file_problems, mismatches, sha256_file
 
 FILES = [ManifestFile("a.bin", 3, "0" * 64), ManifestFile("w/b.bin", 5, "1" * 64)]
 M = Manifest("d" * 20, {"k": 7, "dtype": "bfloat16"}, FILES, created_at="2026-01-01T00:00:00+00:00", builder={"x": "1"})
@@ -19,6 +19,17 @@ def test_round_trip_and_schema_check():
     data["schema"] = 2
     with pytest.raises(ValueError, match="schema 2 is not 1; rebuild"):
         Manifest.from_json(json.dumps(data))
+
+
+def test_a_build_record_of_another_schema_or_not_an_object_is_refused_with_a_sentence():
+    record = BuildRecord("p", "d" * 20, {"k": 7}, {}, "2026-01-01T00:00:00+00:00", {"target": {}})
+    assert BuildRecord.from_json(record.to_json()) == record
+    data = json.loads(record.to_json())
+    data["schema"] = 0
+    with pytest.raises(ValueError, match="build record schema 0 is not 1; recompile"):
+        BuildRecord.from_json(json.dumps(data))
+    with pytest.raises(ValueError, match="manifest is list JSON, not an object; rebuild"):
+        Manifest.from_json("[]")
 
 
 def test_same_content_ignores_when_and_by_what_it_was_built():

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME
-from model_build import check_mounted
-from model_build.manifest import BuildRecord, Manifest, ManifestFile, sha256_file
+from serving_pod import check_mounted
+from serving_pod.manifest import BuildRecord, Manifest, ManifestFile, sha256_file
 from tests.conftest import ROOT
 from tests.model_build.conftest import fake_compile
 
@@ -200,7 +200,7 @@ def test_the_shipped_files_import_only_each_other_and_the_standard_library():
 
 def test_exit_codes_are_the_projects():
     import config.exit_codes as project
-    import model_build.check_mounted as script
+    import serving_pod.check_mounted as script
 
     assert (script.EXIT_OK, script.EXIT_FAILED, script.EXIT_USAGE) == (
         project.EXIT_OK,

@@ -1,7 +1,7 @@
 """The start-up guard: vLLM that loads its cache serves; vLLM that compiles is stopped with a sentence.
 
-The guard runs as the pod runs it (`python3 startup_guard.py ... -- <command>`), around a stand-in vLLM that is a
-real process serving real HTTP on loopback: one that only serves (a cache hit), one that writes a new file into the
+The guard runs as the pod runs it (`python3 startup_guard.py ... -- <command>`, here without site-packages), around
+a stand-in vLLM that is a real process serving real HTTP on loopback: one that only serves (a cache hit), one that writes a new file into the
 compile cache first (a miss storing its NEFF), one that starts a `neuronx-cc` process (a compile under way), either
 directly or three processes down, as vLLM's engine core and its compile workers do.
 """
@@ -19,11 +19,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, free_port
+from tests.vllm_health import HEALTH_SERVER
 
-GUARD = ROOT / "model_build" / "startup_guard.py"
+GUARD = ROOT / "serving_pod" / "startup_guard.py"
 
-STAND_IN = """
-import http.server, os, pathlib, subprocess, sys, time
+STAND_IN = (
+    HEALTH_SERVER
+    + """
+import os, pathlib, subprocess, sys, time
 mode, port, cache, compiler = sys.argv[1], int(sys.argv[2]), pathlib.Path(sys.argv[3]), sys.argv[4]
 pathlib.Path(cache.parent / "pid").write_text(str(os.getpid()))
 if mode == "writes-cache":
@@ -38,17 +41,11 @@ if mode == "runs-compiler-deep":
     subprocess.Popen([sys.executable, "-c", engine, compiler, "compile", "graph.hlo"])
 if mode != "hit":
     time.sleep(60)  # a compile takes long: the guard must stop it before it would serve
-class Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/health" else 404)
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-server = http.server.HTTPServer(("127.0.0.1", port), Health)
 import signal
 signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
-server.serve_forever()
+health_server(port).serve_forever()
 """
+)
 
 # A compiler stand-in named like the real one: a Python console script, as neuronx-cc is.
 COMPILER = "#!{python}\nimport time\ntime.sleep(60)\n"
@@ -65,7 +62,7 @@ def start(tmp_path: Path, mode: str) -> tuple[subprocess.Popen[str], Path]:
     server = tmp_path / "vllm_stand_in.py"
     server.write_text(STAND_IN)
     port = free_port()
-    argv = [sys.executable, str(GUARD), "--watch", str(cache), "--port", str(port), "--profile", "eagle3"]
+    argv = [sys.executable, "-S", str(GUARD), "--watch", str(cache), "--port", str(port), "--profile", "eagle3"]
     argv += ["--compiler-process", "neuronx-cc", "--poll-seconds", "0.1", "--"]
     argv += [sys.executable, str(server), mode, str(port), str(cache), str(compiler)]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), cache.parent
@@ -116,7 +113,7 @@ def test_a_server_that_compiles_during_start_up_is_stopped_with_a_sentence(tmp_p
 
 def test_the_guard_refuses_a_command_line_without_vllm(tmp_path):
     result = subprocess.run(
-        [sys.executable, str(GUARD), "--watch", str(tmp_path), "--port", "1", "--profile", "p"],
+        [sys.executable, "-S", str(GUARD), "--watch", str(tmp_path), "--port", "1", "--profile", "p"],
         capture_output=True,
         text=True,
         timeout=30,

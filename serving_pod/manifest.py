@@ -39,15 +39,11 @@ class Manifest:
     schema: int = MANIFEST_SCHEMA
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
+        return _dump(self)
 
     @classmethod
     def from_json(cls, text: str) -> Manifest:
-        data = json.loads(text)
-        if data.get("schema") != MANIFEST_SCHEMA:
-            raise ValueError(
-                f"manifest schema {data.get('schema')!r} is not {MANIFEST_SCHEMA}; rebuild with this version of model_build"
-            )
+        data = _load(text, "manifest", "rebuild with this version of model_build")
         files = [ManifestFile(**f) for f in data.pop("files")]
         return cls(files=files, **data)
 
@@ -97,14 +93,27 @@ class BuildRecord:
     schema: int = MANIFEST_SCHEMA
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
+        return _dump(self)
 
     @classmethod
     def from_json(cls, text: str) -> BuildRecord:
-        data = json.loads(text)
-        if data.get("schema") != MANIFEST_SCHEMA:
-            raise ValueError(f"build record schema {data.get('schema')!r} is not {MANIFEST_SCHEMA}; recompile")
-        return cls(**data)
+        return cls(**_load(text, "build record", "recompile"))
+
+
+def _dump(record: Manifest | BuildRecord) -> str:
+    """The one JSON form of both files: sorted keys, so the same record is the same bytes."""
+    return json.dumps(asdict(record), indent=1, sort_keys=True)
+
+
+def _load(text: str, what: str, fix: str) -> dict[str, Any]:
+    """A manifest's or build record's fields, refused with `fix` unless written with this MANIFEST_SCHEMA: both
+    files share the schema number, so a reader never guesses at an older layout."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is {type(data).__name__} JSON, not an object; {fix}")
+    if data.get("schema") != MANIFEST_SCHEMA:
+        raise ValueError(f"{what} schema {data.get('schema')!r} is not {MANIFEST_SCHEMA}; {fix}")
+    return data
 
 
 def mismatches(manifest: Manifest, expected_digest: str, expected_inputs: dict[str, Any]) -> list[str]:

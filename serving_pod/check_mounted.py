@@ -1,9 +1,9 @@
 """Serving's init check: does the mounted artifact match the profile the server is about to run?
 
-    python3 -m model_build.check_mounted --dir /models/artifacts/<digest> \\
+    python3 -m serving_pod.check_mounted --dir /models/artifacts/<digest> \\
         --expected-json '{"digest": "...", "inputs": {...}, "profile": "speculative"}' [--deep] [--copy-to DIR]
 
-Standard library + model_build.manifest only: it runs with the Neuron image's own python3 from a
+Standard library + serving_pod.manifest only: it runs with the Neuron image's own python3 from a
 ConfigMap, before vLLM starts. Checks the manifest exists, that its digest and inputs equal the
 expected ones, that every listed file has its size and the S3 Last-Modified the manifest recorded (os.stat,
 cheap even over Mountpoint for S3, which shows an object's Last-Modified as its mtime; a file written again after
@@ -24,10 +24,10 @@ import sys
 from pathlib import Path
 
 from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME
-from model_build.manifest import BuildRecord, Manifest, file_problems, mismatches
+from serving_pod.manifest import BuildRecord, Manifest, file_problems, mismatches
 
 # config/exit_codes.py's values, repeated: this script runs alone in the serving image (standard library and
-# model_build.manifest only, shipped as a ConfigMap); tests/model_build/test_check_mounted.py keeps them equal.
+# serving_pod.manifest only, shipped as a ConfigMap); tests/serving_pod/test_check_mounted.py keeps them equal.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -126,7 +126,7 @@ def command(
     return [
         "python3",
         "-m",
-        "model_build.check_mounted",
+        "serving_pod.check_mounted",
         "--dir",
         directory,
         "--expected-json",
@@ -138,7 +138,7 @@ def command(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python3 -m model_build.check_mounted",
+        prog="python3 -m serving_pod.check_mounted",
         description="Check a mounted, published artifact against the profile before vLLM loads it.",
     )
     parser.add_argument("--dir", required=True, type=Path, help="the artifact directory, /models/artifacts/<digest>")
