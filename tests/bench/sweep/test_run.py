@@ -229,7 +229,7 @@ def test_no_prediction_section_when_the_baseline_has_no_tpot_at_any_concurrency(
     phase, where its timing tests need it, not a second time in the concurrent shard for this test."""
     endpoints = [Endpoint(name, url) for name, url in stand_ins.items()]
     settings = _settings([1, 2], [], repeats=1, requests=1)
-    two_points = asyncio.run(run_sweep(endpoints, CASES[:1], settings, log=lambda _: None))
+    two_points = asyncio.run(run_sweep(endpoints, CASES[:1], settings, options=quiet()))
     assert {p.point.value for p in two_points.points} == {1, 2}
     assert prediction_section(two_points, FLOOR, []) == []
 
