@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # wait-heavy: Envoy and loopback servers, moto, subprocesses; "the rest" holds stacks/config (CPU: the synths)
-OWN_SHARDS = ("tests/charts", "tests/bench", "tests/ops tests/model_build")
+OWN_SHARDS = ("tests/charts", "tests/bench", "tests/ops tests/model_build tests/serving_pod")
 TIMING_PATHS = ("tests/bench",)  # where every @pytest.mark.timing test lives: the timing phase collects only these
 SHARED_SYNTH_DIR = "TRN_SPECDEC_SHARED_SYNTH_DIR"  # tests/conftest.py: where the shards share one synth
 COUNTED = ("passed", "failed", "errors", "skipped", "deselected")
