@@ -21,7 +21,7 @@ VLLM_0_9_1_VENV := .venv-vllm-0.9.1
 # vLLM 0.29.0 (the vllm-neuron stack's engine), the same way: own lock, own environment, vllm --no-deps.
 VLLM_0_29_0_VENV := .venv-vllm-0.29.0
 
-.PHONY: setup synth test lint format preflight deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy teardown-dry-run clean
+.PHONY: setup synth test test-cold lint format preflight deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy teardown-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -62,6 +62,11 @@ test: setup $(VLLM_0_9_1_VENV)/.installed $(VLLM_0_29_0_VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m tools.test_shards
+
+# The suite as a fresh clone runs it: no verdict from an earlier run (tests/result_cache.py), mypy from scratch.
+test-cold:
+	rm -rf .cache/tests .mypy_cache/tests-*
+	TRN_SPECDEC_TEST_CACHE=0 $(MAKE) test
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ import yaml
 
 from charts import render_serving
 from config import DeploymentConfig, load_config, parse_config
+from tests import result_cache
 from tests.conftest import ROOT, default_config_dict, variant_config_dict
 
 HERE = Path(__file__).parent
@@ -166,12 +168,14 @@ class EngineRuns:
     """One subprocess per pinned vLLM over every command line of every config, started early.
 
     `make test` runs the suite on one core; vLLM's imports take seconds, so the check starts when the
-    engine tests are collected and runs on the other core while the rest of the suite runs.
+    engine tests are collected and runs on the other core while the rest of the suite runs. A warm run reuses the
+    verdicts of the same command lines from the same vLLM environment (tests/result_cache.py; `engine_key`).
     """
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.keys: dict[str, str] = {}
         self.missing: list[str] = []
         for version, commands in all_command_lines().items():
             engine = ENGINES[version]
@@ -180,6 +184,11 @@ class EngineRuns:
                     f"vLLM {version}'s environment {engine.venv.name} is missing: run `make test` (or "
                     f"`make {engine.venv.name}/.installed`); the engine check never skips"
                 )
+                continue
+            self.keys[version] = engine_key(version, commands)
+            cached = result_cache.load(CACHE_KIND, self.keys[version])
+            if cached is not None:
+                self._results_path(version).write_bytes(cached)
                 continue
             commands_path = tmp / f"commands-{version}.json"
             commands_path.write_text(json.dumps(commands, indent=2))
@@ -194,13 +203,37 @@ class EngineRuns:
         """Command line name -> "ok" or vLLM's error; waits for the subprocesses."""
         assert not self.missing, "\n".join(self.missing)
         found: dict[str, str] = {}
-        for version, proc in self.procs.items():
-            proc.wait(timeout=600)
+        for version in self.keys:
             path = self._results_path(version)
-            log = (self.tmp / f"log-{version}.txt").read_text()
-            assert path.exists(), f"vLLM {version} check did not run:\n{log[-3000:]}"
+            if version in self.procs:
+                self.procs[version].wait(timeout=600)
+                log = (self.tmp / f"log-{version}.txt").read_text()
+                assert path.exists(), f"vLLM {version} check did not run:\n{log[-3000:]}"
+                result_cache.store(CACHE_KIND, self.keys[version], path.read_bytes())
             found |= json.loads(path.read_text())
         return found
+
+
+CACHE_KIND = "vllm-engine"
+
+
+def engine_key(version: str, commands: list[dict[str, Any]]) -> str:
+    """Every input of one vLLM's verdicts: the command lines, vLLM's environment variables, the pinned lock, when the
+    environment was installed and with which interpreter, and every file of this folder (the check scripts, their
+    driver, the checkpoint fixtures)."""
+    engine = ENGINES[version]
+    lock = ROOT / f"requirements-vllm-{version}.lock"
+    installed = engine.venv / ".installed"
+    folder = [p for p in HERE.rglob("*") if "__pycache__" not in p.parts]
+    return result_cache.key(
+        version,
+        json.dumps(commands, sort_keys=True),
+        json.dumps(VLLM_ENV, sort_keys=True),
+        lock.read_bytes() if lock.exists() else b"",
+        str(installed.stat().st_mtime_ns) if installed.exists() else "",
+        os.path.realpath(engine.python),
+        result_cache.files_key(folder, ROOT),
+    )
 
 
 def with_draft_len(command: dict[str, Any], draft_len: int) -> dict[str, Any]:
