@@ -96,7 +96,7 @@ def test_envoy_itself_bounds_the_spill_threshold_where_the_config_does(
 
     assert ENVOY_THRESHOLD_MAX == 2**32 - 1
     config = parse_config(with_endpoint(weights={"baseline": 50, "speculative": 50}))
-    bootstrap = envoy_bootstrap(config, service_upstreams(config), crossover={"speculative": threshold})
+    bootstrap = envoy_bootstrap(config, service_upstreams(config), thresholds={"speculative": threshold})
     path = tmp_path / "envoy.yaml"
     path.write_text(render_bootstrap(bootstrap))
     run = subprocess.run(
