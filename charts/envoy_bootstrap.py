@@ -28,6 +28,7 @@ from config.endpoint import (
     ADMIN_PORT,
     ARM_HEADER,
     CAPPED_SUFFIX,
+    ENVOY_THRESHOLD_MAX,
     GATE_PORT,
     METRICS_PATH,
     METRICS_PORT,
@@ -114,8 +115,9 @@ def waiting(config: DeploymentConfig, name: str, per_replica: int) -> int:
     full, up to this many requests wait for a slot instead of spilling (docs/endpoint.md, "Spill follows the
     replicas"). Preconnecting (preconnect_policy) does not help: a request still needs a pending slot before any
     connection is ready; nor does a retry on the gate route: Envoy never retries an overflow
-    (RetryStateImpl::wouldRetryFromReset, source/common/router/retry_state_impl.cc)."""
-    return per_replica * max(config.profile(name).replicas, 1)
+    (RetryStateImpl::wouldRetryFromReset, source/common/router/retry_state_impl.cc). At most Envoy's UInt32 limit
+    (ENVOY_THRESHOLD_MAX), which a threshold near it times two replicas would pass."""
+    return min(per_replica * max(config.profile(name).replicas, 1), ENVOY_THRESHOLD_MAX)
 
 
 def _cluster(name: str, address: dict[str, Any], arm: str | None, **extra: Any) -> dict[str, Any]:
