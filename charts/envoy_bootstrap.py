@@ -28,6 +28,7 @@ from config.endpoint import (
     ADMIN_PORT,
     ARM_HEADER,
     CAPPED_SUFFIX,
+    ENVOY_THRESHOLD_MAX,
     GATE_PORT,
     METRICS_PATH,
     METRICS_PORT,
@@ -72,23 +73,22 @@ def replica_upstreams(config: DeploymentConfig) -> dict[str, Upstream]:
     return {p.name: Upstream(f"{p.name}{REPLICAS_SUFFIX}.{ns}.svc.cluster.local", p.port) for p in config.profiles}
 
 
-def spill_thresholds(config: DeploymentConfig, crossover: dict[str, int] | None = None) -> dict[str, int]:
+def spill_thresholds(config: DeploymentConfig) -> dict[str, int]:
     """Requests in flight per live replica above which a weighted speculative arm spills to the baseline.
 
-    `spill_threshold` from the config, else the sweep's crossover (endpoint.crossover_file, read and validated when
-    the config was loaded: config/crossover.py), else the compiled `max_num_seqs`. Per replica, not times the
-    configured replicas: the capped cluster applies it to each replica it discovers.
+    `endpoint.spill_threshold` (where the loader has already put the sweep's crossover from endpoint.crossover_file
+    for the arms the user did not name: config/loader.py), else the compiled `max_num_seqs`. Per replica, not times
+    the configured replicas: the capped cluster applies it to each replica it discovers.
     """
     e = config.endpoint
     if not e.spill:
         return {}
-    crossover = config.crossover_paying_per_replica if crossover is None else crossover
     baseline = config.baseline_profile.name
     out: dict[str, int] = {}
     for name in weights(config):
         p = config.profile(name)
         if p.speculative and name != baseline:
-            out[name] = e.spill_threshold.get(name) or crossover.get(name) or p.max_num_seqs
+            out[name] = e.spill_threshold.get(name) or p.max_num_seqs
     return out
 
 
@@ -115,8 +115,9 @@ def waiting(config: DeploymentConfig, name: str, per_replica: int) -> int:
     full, up to this many requests wait for a slot instead of spilling (docs/endpoint.md, "Spill follows the
     replicas"). Preconnecting (preconnect_policy) does not help: a request still needs a pending slot before any
     connection is ready; nor does a retry on the gate route: Envoy never retries an overflow
-    (RetryStateImpl::wouldRetryFromReset, source/common/router/retry_state_impl.cc)."""
-    return per_replica * max(config.profile(name).replicas, 1)
+    (RetryStateImpl::wouldRetryFromReset, source/common/router/retry_state_impl.cc). At most Envoy's UInt32 limit
+    (ENVOY_THRESHOLD_MAX), which a threshold near it times two replicas would pass."""
+    return min(per_replica * max(config.profile(name).replicas, 1), ENVOY_THRESHOLD_MAX)
 
 
 def _cluster(name: str, address: dict[str, Any], arm: str | None, **extra: Any) -> dict[str, Any]:
@@ -356,14 +357,15 @@ def envoy_bootstrap(
     admin_port: int = ADMIN_PORT,
     metrics_port: int = METRICS_PORT,
     gate_ports: dict[str, int] | None = None,
-    crossover: dict[str, int] | None = None,
+    thresholds: dict[str, int] | None = None,
     replicas: dict[str, Upstream] | None = None,
     resolver: Resolver | None = None,
 ) -> dict[str, Any]:
     """Envoy's whole static config: the API listener, metrics, one loopback gate per spilling arm, clusters.
-    `replicas`: where each spilling arm's pods are discovered (default: `upstreams`); `resolver`: a DNS server
-    other than the pod's own for them."""
-    spill = spill_thresholds(config, crossover)
+    `thresholds`: the spilling arms and their thresholds instead of spill_thresholds(config) (a test renders values
+    the config refuses); `replicas`: where each spilling arm's pods are discovered (default: `upstreams`);
+    `resolver`: a DNS server other than the pod's own for them."""
+    spill = spill_thresholds(config) if thresholds is None else thresholds
     gates = gate_ports or {name: GATE_PORT + i for i, name in enumerate(spill)}
     api_host = {
         "name": "api",

@@ -5,10 +5,15 @@ regular files (a FIFO would block forever, /dev/zero would fill memory) and reje
 before reading them, YAML merge keys (`<<:`), duplicate keys (the last one would silently win), nesting deeper than
 MAX_DEPTH, anchors/aliases that expand to more than MAX_VALUES values (an "alias bomb"), and integers
 longer than MAX_INT_DIGITS. Each becomes a ConfigError naming the file and line.
+
+The loader also owns the one file a config names, endpoint.crossover_file: it resolves it against the config file's
+folder, reads it once and folds its thresholds into endpoint.spill_threshold, so the loaded config names no file and
+its dump (the Jobs' config.yaml, charts/code_bundle.py) loads the same in a pod that has neither the file nor the folder.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import reprlib
 from pathlib import Path
@@ -17,7 +22,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from config import bounded_file, pydantic_errors
+from config import bounded_file, crossover, pydantic_errors
+from config.endpoint import ENVOY_THRESHOLD_MAX
 from config.rules import config_problems
 from config.schema import ConfigError, DeploymentConfig
 from serving_stacks import STACKS
@@ -27,6 +33,7 @@ MAX_BYTES = 256 * 1024
 MAX_DEPTH = 32
 MAX_VALUES = 20_000
 MAX_INT_DIGITS = 20
+MAX_PATH_TEXT = 240
 
 
 class _ConfigYamlError(Exception):
@@ -143,7 +150,7 @@ def load_config(path: str | Path | None = None) -> DeploymentConfig:
         raise ConfigError([f"{where} is not valid YAML: {_yaml_problem(err)}"]) from None
     if not isinstance(data, dict):
         raise ConfigError([f"{where} must hold a mapping at the top level"])
-    return parse_config(data)
+    return parse_config(data, config_dir=file.parent)
 
 
 def _read_bounded(file: Path, where: str) -> bytes:
@@ -170,16 +177,101 @@ def _yaml_problem(err: yaml.YAMLError) -> str:
     return _short(str(err))
 
 
-def parse_config(data: Any) -> DeploymentConfig:
-    """Validate a config mapping; every failure becomes one ConfigError naming field, value and fix."""
+def parse_config(data: Any, *, config_dir: Path | None = None) -> DeploymentConfig:
+    """Validate a config mapping; every failure becomes one ConfigError naming field, value and fix. `config_dir`: the
+    folder of the file the mapping was read from, where a relative endpoint.crossover_file lies (None: not read from
+    a file, so only an absolute crossover_file can be found)."""
     try:
         config = DeploymentConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError([_elide_long_values(line) for e in err.errors() for line in _sentences(e)]) from None
+    try:
+        config = _fold_crossover(config, config_dir)
+    except ValueError as err:  # not elided: the path it resolved to is the point (_crossover_path bounds it)
+        raise ConfigError(str(err).split("\n")) from None
     # The cross-field rules run here, after construction (config.schema does not import config.rules).
     if problems := config_problems(config):
         raise ConfigError([_elide_long_values(problem) for problem in problems])
     return config
+
+
+_CROSSOVER_FIX = (
+    "point it at a crossover.json `make bench-sweep` wrote (schema_version 1, docs/sweep.md), or remove crossover_file "
+    "(the thresholds then default to max_num_seqs)"
+)
+
+
+def _fold_crossover(config: DeploymentConfig, config_dir: Path | None) -> DeploymentConfig:
+    """The config with endpoint.crossover_file turned into spill thresholds and cleared.
+
+    Each speculative profile endpoint.weights sends traffic to (the arms that can spill) gets the crossover's paying
+    load per replica (CrossoverFile.paying_per_replica) unless endpoint.spill_threshold names it already (that
+    wins). Only those arms: a threshold for any other profile would change nothing the endpoint does and would name a
+    profile that `bench tune --propose` renames. The result names no file, so dumping it ships no path of this
+    machine; ValueError (one sentence per problem) for a file that cannot be read or a threshold Envoy refuses."""
+    e = config.endpoint
+    if e.crossover_file is None:
+        return config
+    path, where = _crossover_path(e.crossover_file, config_dir)
+    paying = read_crossover_file(path, where).paying_per_replica()
+    arms = {p.name for p in config.profiles if p.speculative and e.weights.get(p.name, 0) > 0}
+    derived = {name: n for name, n in paying.items() if name in arms and name not in e.spill_threshold}
+    problems = [
+        f"{where} gives {name} a spill threshold of {n} in flight per replica, above the Envoy circuit-breaker limit "
+        f"of {ENVOY_THRESHOLD_MAX} (each replica is its own host with that limit, charts/envoy_bootstrap.py); set "
+        f"endpoint.spill_threshold.{name} or remove crossover_file"
+        for name, n in derived.items()
+        if n > ENVOY_THRESHOLD_MAX
+    ]
+    if problems:
+        raise ValueError("\n".join(problems))
+    endpoint = e.model_copy(update={"spill_threshold": {**derived, **e.spill_threshold}, "crossover_file": None})
+    return config.model_copy(update={"endpoint": endpoint})
+
+
+def _crossover_path(written: str, config_dir: Path | None) -> tuple[Path, str]:
+    """Where endpoint.crossover_file lies (absolute as written, else in the config file's folder, never the working
+    directory) and how sentences name it: as written, and where it resolved."""
+    where = f"endpoint.crossover_file={_path_text(written)}"
+    if Path(written).is_absolute():
+        return Path(written), where
+    if config_dir is None:
+        raise ValueError(
+            f"{where} is relative, but this config was not read from a file, so it has no folder to be relative to; "
+            "give an absolute path, or load the config from its file"
+        )
+    path = Path(os.path.abspath(config_dir / written))
+    return path, f"{where} (relative to the config file: {_path_text(str(path))})"
+
+
+def _path_text(path: str) -> str:
+    """A path quoted whole up to MAX_PATH_TEXT characters (where a file lies is the point), its ends beyond."""
+    return repr(path if len(path) <= MAX_PATH_TEXT else f"{path[:160]}...{path[-60:]}")
+
+
+def read_crossover_file(path: Path, where: str) -> crossover.CrossoverFile:
+    """The load sweep's crossover.json, read within config/bounded_file.py's bounds and validated by its one model;
+    any problem is a ValueError holding one sentence starting with `where`, then the problem and the fix."""
+    try:
+        raw = bounded_file.read_bounded(
+            path,
+            where=where,
+            max_bytes=crossover.MAX_BYTES,
+            limit_name="a crossover.json",
+            expect=_CROSSOVER_FIX,
+            unreadable_fix=_CROSSOVER_FIX,
+        )
+        return crossover.parse(raw)
+    except bounded_file.UnreadableFile as err:
+        raise ValueError(str(err)) from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        problem = pydantic_errors.sentence(
+            first, fixes={}, default="{loc}={value}: {msg}", show=lambda v: repr(v)[:60], where="the top level"
+        )
+        raise ValueError(f"{where} is not the load sweep's crossover.json ({problem}); {_CROSSOVER_FIX}") from None
+    except ValueError as err:
+        raise ValueError(f"{where} is not the load sweep's crossover.json: {err}; {_CROSSOVER_FIX}") from None
 
 
 def _elide_long_values(sentence: str) -> str:

@@ -19,14 +19,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     StringConstraints,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from config import bounded_file, bucket_layout, crossover, pydantic_errors
+from config import bucket_layout
 from config.catalogue import (
     DRA_DEVICE_GROUP_SIZES,
     IMAGE_TAG_PATTERN,
@@ -506,14 +504,18 @@ class EndpointConfig(_Strict):
         "each request draws an arm by the weights.",
     )
     spill: bool = Field(default=True, description="Send new requests of a busy speculative arm to the baseline.")
-    spill_threshold: dict[ProfileName, Annotated[int, Field(ge=1, le=4096)]] = Field(
+    # Up to Envoy's limit, not less: the loader folds crossover_file's thresholds in here, and the config.yaml the
+    # Jobs load (charts/code_bundle.py) must validate with them.
+    spill_threshold: dict[ProfileName, Annotated[int, Field(ge=1, le=ENVOY_THRESHOLD_MAX)]] = Field(
         default_factory=dict,
         description="In-flight requests per replica above which a speculative profile spills; wins over "
         "crossover_file. Unset: the crossover, else the profile's max_num_seqs.",
     )
     crossover_file: Annotated[str, StringConstraints(pattern=r"^[\w./-]+\.json$")] | None = Field(
         default=None,
-        description="The load sweep's crossover.json (docs/sweep.md), read and validated when the config loads.",
+        description="The load sweep's crossover.json (docs/sweep.md), relative to the config file's folder. The "
+        "loader reads it once and turns it into spill_threshold entries, then clears it: the loaded config names no "
+        "file.",
     )
     internal_load_balancer: bool = Field(
         default=False,
@@ -560,8 +562,6 @@ class DeploymentConfig(_Strict):
         "`Authorization: Bearer <key>` on /v1 requests and the benchmark Job sends it. Default: no key (the "
         "namespace's NetworkPolicy still admits only its own pods).",
     )
-    # endpoint.crossover_file's paying loads per replica (CrossoverFile.paying_per_replica), derived once at load
-    _crossover_paying: dict[str, int] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -639,32 +639,7 @@ class DeploymentConfig(_Strict):
             )
         return version
 
-    @model_validator(mode="after")
-    def _read_crossover_file(self) -> DeploymentConfig:
-        """endpoint.crossover_file is read and validated here, once, so a bad file stops the load with a sentence
-        and the endpoint chart reads no files."""
-        path = self.endpoint.crossover_file
-        if path is None:
-            return self
-        self._crossover_paying = read_crossover_file(path).paying_per_replica()
-        problems = [
-            f"endpoint.crossover_file={path!r} gives {name} a spill threshold of {paying} in flight per replica, "
-            f"above the Envoy circuit-breaker limit of {ENVOY_THRESHOLD_MAX} (each replica is its own host with that "
-            f"limit, charts/envoy_bootstrap.py); set endpoint.spill_threshold.{name} or remove crossover_file"
-            for name, paying in self._crossover_paying.items()
-            if paying > ENVOY_THRESHOLD_MAX
-        ]
-        if problems:
-            raise ValueError("\n".join(problems))
-        return self
-
     # --- derived values (read by stacks, charts, model_build, bench) ---------------------------
-
-    @property
-    def crossover_paying_per_replica(self) -> dict[str, int]:
-        """Per speculative profile, the load sweep's in-flight requests per replica up to which speculation paid
-        (config/crossover.py's rule); empty without endpoint.crossover_file."""
-        return dict(self._crossover_paying)
 
     @cached_property
     def cluster_name(self) -> str:
@@ -724,38 +699,6 @@ class DeploymentConfig(_Strict):
     @property
     def admin_is_placeholder(self) -> bool:
         return f"::{PLACEHOLDER_ACCOUNT}:" in self.admin_principal_arn
-
-
-_CROSSOVER_FIX = (
-    "point it at a crossover.json `make bench-sweep` wrote (schema_version 1, docs/sweep.md), or remove crossover_file "
-    "(the thresholds then default to max_num_seqs)"
-)
-
-
-def read_crossover_file(path: str) -> crossover.CrossoverFile:
-    """The load sweep's crossover.json, read within config/bounded_file.py's bounds and validated by its one model;
-    any problem is a ValueError holding one sentence naming endpoint.crossover_file, the value and the fix."""
-    where = f"endpoint.crossover_file={path!r}"
-    try:
-        raw = bounded_file.read_bounded(
-            path,
-            where=where,
-            max_bytes=crossover.MAX_BYTES,
-            limit_name="a crossover.json",
-            expect=_CROSSOVER_FIX,
-            unreadable_fix=_CROSSOVER_FIX,
-        )
-        return crossover.parse(raw)
-    except bounded_file.UnreadableFile as err:
-        raise ValueError(str(err)) from None
-    except ValidationError as err:
-        first = err.errors()[0]
-        problem = pydantic_errors.sentence(
-            first, fixes={}, default="{loc}={value}: {msg}", show=lambda v: repr(v)[:60], where="the top level"
-        )
-        raise ValueError(f"{where} is not the load sweep's crossover.json ({problem}); {_CROSSOVER_FIX}") from None
-    except ValueError as err:
-        raise ValueError(f"{where} is not the load sweep's crossover.json: {err}; {_CROSSOVER_FIX}") from None
 
 
 def _stack_prefix(name: str) -> str:

@@ -171,7 +171,6 @@ def envoy_router(
     workdir: Path,
     *,
     concurrency: int = 1,
-    crossover: dict[str, int] | None = None,
     cpu: int | None = None,
     replicas: dict[str, Upstream] | None = None,
     resolver: Resolver | None = None,
@@ -188,7 +187,6 @@ def envoy_router(
         admin_port=admin,
         metrics_port=metrics,
         gate_ports={p.name: free_port() for p in config.profiles},
-        crossover=crossover,
         replicas=replicas,
         resolver=resolver,
     )

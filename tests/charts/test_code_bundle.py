@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
 import subprocess
 import sys
 import tarfile
 
 import pytest
+import yaml
 
 from charts.code_bundle import build_archive
 from charts.jobs.bench import bench_code_files
@@ -117,6 +119,44 @@ def test_every_job_mounts_and_unpacks_the_shared_and_its_own_archive(default_con
         unpacked = unpack.split(" && ")[1:]
         target = next(e["value"] for e in container["env"] if e["name"] == "PYTHONPATH").split(":")[0]
         assert unpacked == [f"tar -xzf {mounts[name]}/code.tar.gz -C {target}" for name in (SHARED, own)]
+
+
+def test_the_shipped_config_carries_the_crossovers_thresholds_not_its_path(tmp_path, monkeypatch):
+    """The Jobs load config.yaml from the trn-specdec-config ConfigMap in a pod, where neither the laptop's folders
+    nor the sweep's crossover.json exist (issue 35, finding 1: `make stage/build/bench` failed at config load there).
+    Loaded in an empty working directory it is the same config: the same spill thresholds, the same Envoy bootstrap,
+    and no path of the laptop in it."""
+    from charts import render_serving
+    from charts.envoy_bootstrap import spill_thresholds
+    from config import load_config
+    from tests.charts.conftest import TEST_BUCKET
+    from tests.conftest import crossover_entry, crossover_file_dict, default_config_dict
+
+    laptop = tmp_path / "laptop"
+    laptop.mkdir()
+    entry = crossover_entry(crossover=6, last_paying=3, grid=[1, 2, 4, 8])
+    (laptop / "crossover.json").write_text(json.dumps(crossover_file_dict(entry)))
+    data = default_config_dict()
+    data["endpoint"] = {"weights": {"baseline": 50, "speculative": 50}, "crossover_file": "crossover.json"}
+    (laptop / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    original = load_config(laptop / "config.yaml")
+    objects = render_serving(original, TEST_BUCKET)
+    shipped = of_kind(objects, "ConfigMap")["trn-specdec-config"]["data"]["config.yaml"]
+    assert str(tmp_path) not in shipped and "crossover.json" not in shipped
+
+    pod_config = tmp_path / "pod" / "etc" / "config.yaml"
+    pod_config.parent.mkdir(parents=True)
+    pod_config.write_text(shipped)
+    (tmp_path / "pod" / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "pod" / "work")
+    in_pod = load_config(pod_config)
+    assert spill_thresholds(in_pod) == spill_thresholds(original) == {"speculative": 3}
+    assert in_pod.model_dump() == original.model_dump()
+
+    def envoy(objects):
+        return of_kind(objects, "ConfigMap")["endpoint-envoy"]["data"]["envoy.yaml"]
+
+    assert envoy(render_serving(in_pod, TEST_BUCKET)) == envoy(objects)
 
 
 # --- packages the Jobs install: hash-pinned from the lock, complete, or not at all -----------------------

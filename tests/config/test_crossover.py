@@ -1,5 +1,6 @@
-"""endpoint.crossover_file: read once, at config load, through config/crossover.py's one model; every bad file is one
-sentence naming the field, the value and the fix, before any construct is created (and within seconds: no hang)."""
+"""endpoint.crossover_file: read once, at config load, through config/crossover.py's one model, into
+endpoint.spill_threshold; every bad file is one sentence naming the field, the value and the fix, before any construct
+is created (and within seconds: no hang). Where a relative path lies: tests/config/test_loader.py."""
 
 from __future__ import annotations
 
@@ -34,10 +35,27 @@ def test_a_valid_file_is_read_at_load_and_gives_the_per_replica_threshold(tmp_pa
     path = tmp_path / "crossover.json"
     path.write_text(CrossoverFile.model_validate(crossover_data()).model_dump_json())
     data = default_config_dict()
-    data["endpoint"] = {"crossover_file": str(path)}
+    data["endpoint"] = {"weights": {"baseline": 50, "speculative": 50}, "crossover_file": str(path)}
     config = parse_config(data)
     path.unlink()  # read once, at load: the renderer needs the file no more
-    assert config.crossover_paying_per_replica == {"speculative": 3}
+    assert config.endpoint.spill_threshold == {"speculative": 3}
+    assert config.endpoint.crossover_file is None  # folded: the loaded config names no file
+
+
+def test_only_the_arms_that_can_spill_get_a_threshold_and_the_users_own_wins(tmp_path: Path) -> None:
+    """A weighted speculative profile gets the crossover's threshold; one the weights send nothing to, and a variant
+    that is no profile here, get none (they spill nothing); an explicit endpoint.spill_threshold is kept."""
+    entries = [crossover_entry(crossover=6, last_paying=3, grid=[1, 2, 4, 8])]
+    entries.append({**entries[0], "variant": "renamed-since"})
+    path = tmp_path / "crossover.json"
+    path.write_text(json.dumps(crossover_file_dict(*entries)))
+    data = default_config_dict()
+    data["endpoint"] = {"weights": {"baseline": 100}, "crossover_file": str(path)}
+    assert parse_config(data).endpoint.spill_threshold == {}
+    data["endpoint"]["weights"] = {"baseline": 50, "speculative": 50}
+    assert parse_config(data).endpoint.spill_threshold == {"speculative": 3}
+    data["endpoint"]["spill_threshold"] = {"speculative": 7}
+    assert parse_config(data).endpoint.spill_threshold == {"speculative": 7}
 
 
 def test_a_missing_file_is_a_sentence(tmp_path: Path) -> None:
@@ -99,6 +117,10 @@ def test_a_threshold_above_envoys_uint32_limit_is_refused(tmp_path: Path) -> Non
     (problem,) = load_with(path)
     assert "spill threshold of 4294967296" in problem and "limit of 4294967295" in problem
     assert "endpoint.spill_threshold.speculative" in problem
+    data = default_config_dict()  # the fix the sentence names works
+    data["endpoint"] = {"weights": {"baseline": 50, "speculative": 50}, "crossover_file": str(path)}
+    data["endpoint"]["spill_threshold"] = {"speculative": 8}
+    assert parse_config(data).endpoint.spill_threshold == {"speculative": 8}
 
 
 def test_the_envoy_limit_applies_per_replica_not_to_the_sum(tmp_path: Path) -> None:
@@ -110,4 +132,7 @@ def test_the_envoy_limit_applies_per_replica_not_to_the_sum(tmp_path: Path) -> N
     data["endpoint"] = {"weights": {"baseline": 50, "speculative": 50}, "crossover_file": str(path)}
     data["scaling"] = {"enabled": False}
     data["profiles"][1]["replicas"] = 2
-    assert parse_config(data).crossover_paying_per_replica["speculative"] == 2**32 - 1
+    config = parse_config(data)
+    assert config.endpoint.spill_threshold["speculative"] == 2**32 - 1
+    # what the Jobs load (the config.yaml ConfigMap): spill_threshold takes what the crossover gave
+    assert parse_config(config.model_dump(mode="json")).endpoint.spill_threshold == {"speculative": 2**32 - 1}

@@ -228,3 +228,83 @@ def test_the_loader_runs_the_cross_field_rules_after_the_schema_builds_the_confi
     assert err.value.problems[0] == (
         f"profiles: name {data['profiles'][0]['name']!r} is used twice; give every profile a unique name"
     )
+
+
+def _config_naming_crossover(folder: Path, crossover_file: str) -> Path:
+    """config.yaml in `folder`: the default with a 50/50 split and endpoint.crossover_file as written."""
+    import yaml
+
+    from tests.conftest import default_config_dict
+
+    data = default_config_dict()
+    data["endpoint"] = {"weights": {"baseline": 50, "speculative": 50}, "crossover_file": crossover_file}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return folder / "config.yaml"
+
+
+def _write_crossover(path: Path, *, last_paying: int) -> None:
+    from tests.conftest import crossover_entry, crossover_file_dict
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = crossover_entry(crossover=last_paying * 2, last_paying=last_paying, grid=[1, 2, 4, 8])
+    path.write_text(json.dumps(crossover_file_dict(entry)))
+
+
+def test_a_relative_crossover_file_lies_beside_the_config_file_whatever_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config_file = _config_naming_crossover(tmp_path / "deploy", "crossover.json")
+    _write_crossover(tmp_path / "deploy" / "crossover.json", last_paying=3)
+    elsewhere = tmp_path / "elsewhere"
+    _write_crossover(elsewhere / "crossover.json", last_paying=5)  # the working directory's must not be read
+    monkeypatch.chdir(elsewhere)
+    config = load_config(config_file)
+    assert config.endpoint.spill_threshold == {"speculative": 3}
+    assert config.endpoint.crossover_file is None
+    monkeypatch.chdir(tmp_path)  # the config named relative to the working directory: still beside the config file
+    assert load_config("deploy/config.yaml").endpoint.spill_threshold == {"speculative": 3}
+
+
+def test_a_crossover_file_relative_to_the_repository_root_is_not_read_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the docs said before: `crossover_file: bench-results/<run>/crossover.json` in config/default.yaml, run
+    from the repository root. It is now config/bench-results/...; the sentence says where it looked."""
+    repo = tmp_path / "repo"
+    _write_crossover(repo / "bench-results" / "sweep-1" / "crossover.json", last_paying=3)
+    _config_naming_crossover(repo / "config", "bench-results/sweep-1/crossover.json")
+    monkeypatch.chdir(repo)
+    with pytest.raises(ConfigError) as err:
+        load_config("config/config.yaml")
+    (problem,) = err.value.problems
+    looked = repo / "config" / "bench-results" / "sweep-1" / "crossover.json"
+    assert problem.startswith(
+        f"endpoint.crossover_file='bench-results/sweep-1/crossover.json' (relative to the config file: {str(looked)!r})"
+        " cannot be read (No such file or directory)"
+    )
+    _config_naming_crossover(repo / "config", "../bench-results/sweep-1/crossover.json")
+    assert load_config("config/config.yaml").endpoint.spill_threshold == {"speculative": 3}
+
+
+def test_an_absolute_crossover_file_is_read_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    crossover = tmp_path / "sweeps" / "crossover.json"
+    _write_crossover(crossover, last_paying=2)
+    config_file = _config_naming_crossover(tmp_path / "deploy", str(crossover))
+    monkeypatch.chdir(tmp_path / "deploy")
+    assert load_config(config_file).endpoint.spill_threshold == {"speculative": 2}
+
+
+def test_a_relative_crossover_file_in_a_config_not_read_from_a_file_is_refused():
+    """parse_config(mapping) has no config file, so no folder to resolve against, and the working directory is not one."""
+    from config.loader import parse_config
+    from tests.conftest import default_config_dict
+
+    data = default_config_dict()
+    data["endpoint"] = {"weights": {"baseline": 50, "speculative": 50}, "crossover_file": "crossover.json"}
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert err.value.problems == [
+        "endpoint.crossover_file='crossover.json' is relative, but this config was not read from a file, so it has no "
+        "folder to be relative to; give an absolute path, or load the config from its file"
+    ]
