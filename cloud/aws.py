@@ -8,7 +8,10 @@ endpoint; here a call gives up after ATTEMPTS attempts, within SILENT_BOUND_S, a
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from config.bucket_layout import models_bucket_account
@@ -42,7 +45,8 @@ def client(service: str, region: str | None, *, stream: TextIO | None = None, **
 
     if service == "s3":
         raise ValueError("S3 clients come from cloud.aws.s3_client, which names the bucket owner on every call")
-    made = boto3.client(service, region_name=region, config=bounded_config(**extra))
+    with _environment_as_sentences():
+        made = boto3.client(service, region_name=region, config=bounded_config(**extra))
     announce_retries(made, stream)
     return made
 
@@ -56,7 +60,8 @@ def s3_client(region: str | None, owner: str | None, *, stream: TextIO | None = 
     inside its deadline, after its clients are made)."""
     import boto3
 
-    made = boto3.client("s3", region_name=region, config=bounded_config(**extra))
+    with _environment_as_sentences():
+        made = boto3.client("s3", region_name=region, config=bounded_config(**extra))
     announce_retries(made, stream)
     if owner is not None:
         expect_owner(made, owner)
@@ -79,9 +84,48 @@ def bucket_owner(bucket: str, region: str | None, fix: str) -> str:
     return models_bucket_account(bucket) or caller_account(region, fix)
 
 
+ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_")  # botocore's global and per-service endpoint settings
+
+
+@contextlib.contextmanager
+def _environment_as_sentences() -> Iterator[None]:
+    """botocore reads the profile, the config files, the credentials and the endpoint settings while it makes a
+    client: a problem there is one CommandError naming the variable or file, not a traceback."""
+    from botocore.exceptions import ConfigParseError, PartialCredentialsError, ProfileNotFound
+
+    try:
+        yield
+    except ProfileNotFound as err:
+        profile = err.kwargs.get("profile")
+        via = next((v for v in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE") if os.environ.get(v) == profile), "the profile")
+        raise CommandError(
+            f"{via}={profile!r} names no profile in the AWS config or credentials files; pick one that "
+            "`aws configure list-profiles` lists, or unset it"
+        ) from None
+    except ConfigParseError as err:
+        raise CommandError(
+            f"the AWS config file {err.kwargs.get('path')} cannot be parsed (AWS_CONFIG_FILE, "
+            "AWS_SHARED_CREDENTIALS_FILE or ~/.aws); fix its syntax ([profile NAME] sections of key = value lines) or "
+            "point the variable at another file"
+        ) from None
+    except PartialCredentialsError as err:
+        raise CommandError(
+            f"partial AWS credentials in {err.kwargs.get('provider')}: {err.kwargs.get('cred_var')} is missing; set "
+            "it, or unset the other half (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY) to use a profile"
+        ) from None
+    except ValueError as err:  # botocore.endpoint: "Invalid endpoint: ...", urllib: "Invalid IPv6 URL"
+        named = sorted(f"{k}={v!r}" for k, v in os.environ.items() if k.startswith(ENDPOINT_VARIABLES))
+        if not named:
+            raise
+        raise CommandError(
+            f"{', '.join(named)} is not a usable endpoint URL ({err}); set it to http(s)://host[:port] or unset it"
+        ) from None
+
+
 def session_client(session: Any, service: str, *, stream: TextIO | None = None) -> Any:
     """The same bounded client from an existing boto3 Session (the teardown sweep shares one)."""
-    made = session.client(service, config=bounded_config())
+    with _environment_as_sentences():
+        made = session.client(service, config=bounded_config())
     announce_retries(made, stream)
     return made
 

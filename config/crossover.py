@@ -99,4 +99,5 @@ def parse(raw: bytes) -> CrossoverFile:
         raise ValueError("it nests deeper than a crossover.json ever does") from None
     except json.JSONDecodeError as err:
         raise ValueError(f"it is not JSON ({err.msg}, line {err.lineno} column {err.colno})") from None
-    return CrossoverFile.model_validate(data)
+    # strict, as JSON: `last_paying: true` or "4" is refused, not read as 1 or 4; an ISO datetime string still parses
+    return CrossoverFile.model_validate_json(json.dumps(data), strict=True)

@@ -6,14 +6,13 @@ HPA limits: autoscaling/v2 HPAScalingPolicy periodSeconds 1..1800, stabilization
 from __future__ import annotations
 
 import math
-import re
 import zoneinfo
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-CRON_FIELDS = 5
-CRON_FIELD = re.compile(r"[0-9A-Za-z*/,?-]+")
+from config import cron
+
 HPA_MAX_POLICY_PERIOD_SECONDS = 1800
 HPA_MAX_STABILIZATION_SECONDS = 3600
 
@@ -23,7 +22,8 @@ class WarmWindow(BaseModel):
     profile runs at least `replicas` (the HPA takes the largest proposal), so the nodes and replicas are Ready before
     a known peak instead of a time-to-Ready after it (docs/elastic-capacity.md)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict like ScalingConfig: `replicas: true` is refused, not read as 1
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     timezone: str = Field(description="IANA time zone the cron expressions are read in, e.g. Europe/Berlin.")
     start: str = Field(description="5-field cron expression (minute hour day month weekday) opening the window.")
@@ -181,13 +181,26 @@ def warm_schedule_problems(config: Any) -> list[str]:
             zoneinfo.ZoneInfo(w.timezone)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):
             problems.append(f"{where}.timezone={w.timezone!r} is not an IANA time zone; use a name like Europe/Berlin")
+        parsed = {}
         for field in ("start", "end"):
             text = getattr(w, field)
-            if len(text.split()) != CRON_FIELDS or not all(CRON_FIELD.fullmatch(f) for f in text.split()):
+            try:
+                parsed[field] = cron.parse(text)
+            except cron.CronError as err:
                 problems.append(
-                    f"{where}.{field}={text!r} is not a 5-field cron expression (minute hour day month weekday); "
-                    "write it like 0 8 * * 1-5"
+                    f"{where}.{field}={text!r} is refused by KEDA's cron parser ({err}); write 5 fields, minute hour "
+                    "day-of-month month day-of-week, like 0 8 * * 1-5"
                 )
+        if len(parsed) == 2 and parsed["start"] == parsed["end"]:
+            problems.append(
+                f"{where} opens and closes at the same times (start={w.start!r}, end={w.end!r}), so the window is "
+                "empty (KEDA refuses start == end); give end a later time, like start 0 8 * * 1-5 and end 0 18 * * 1-5"
+            )
+        if not config.scaling.enabled:
+            problems.append(
+                f"{where} is set but scaling.enabled=false renders no ScaledObject to open it; set scaling.enabled: "
+                "true or remove scaling.warm_schedule"
+            )
         for p in config.profiles:
             if w.replicas > max_replicas(config, p):
                 problems.append(

@@ -163,7 +163,7 @@ class DraftSpeculation(_Strict):
     tuned_acceptance_rate: float | None = Field(
         default=None,
         gt=0,
-        le=1,
+        lt=1,  # the live rate never exceeds 1, so at 1 the alert would always fire
         description="vLLM's draft acceptance rate (accepted / proposed draft tokens, a fraction) this profile showed "
         "when it was tuned: the server acceptance `bench run`/`bench sweep` report, in percent there. Set: an alert "
         "fires when the live rate stays below it for 15 minutes (draft or traffic drift). Unset: no alert.",

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from cloud import aws
 from config import load_config
-from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError
 from config.neuron_ami import ami_driver, driver_text
 from config.schema import ConfigError, DeploymentConfig
 from config.versions import for_kubernetes
@@ -51,7 +51,7 @@ NEURON_AMI_PARAMETER = (
 )
 BAD_BLOCK_STATES = ("expired", "cancelled", "cancelling", "failed", "payment-failed", "unavailable", "unsupported")
 
-OK, FAIL, SKIPPED = "ok", "FAIL", "skipped"
+OK, FAIL, SKIPPED, WAIT = "ok", "FAIL", "skipped", "wait"
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,17 @@ class Result:
     text: str
 
     def line(self) -> str:
-        return f"{self.status:<7} {self.check}: {self.text}"
+        """One line, whatever a check or AWS put in the text (an answer's body never spills over several)."""
+        return f"{self.status:<7} {self.check}: {' '.join(self.text.split())}"
 
 
 class Failed(Exception):
     """A check found something that would break the deploy: the message is the sentence (what, and the fix)."""
+
+
+class Wait(Exception):
+    """Nothing is wrong, but the deploy cannot succeed yet (a Capacity Block bought and not yet usable): the message
+    says what it is and from when; `make deploy` stops, as it would fail before then."""
 
 
 class Skipped(Exception):
@@ -197,7 +203,7 @@ class Preflight:
         name, state = t.capacity_reservation_id, block["State"]
         start, end = block.get("StartDate"), block["EndDate"]
         problems = []
-        if state in BAD_BLOCK_STATES or state.startswith("payment"):
+        if state in BAD_BLOCK_STATES:
             problems.append(f"its state is {state!r}: buy a new block and set trn2_nodes.capacity_reservation_id")
         if block["InstanceType"] != t.instance_type:
             problems.append(f"it holds {block['InstanceType']}, the config asks for {t.instance_type}")
@@ -215,11 +221,6 @@ class Preflight:
             problems.append(
                 f"it holds {block['TotalInstanceCount']} instances, trn2_nodes.max_size is {t.max_size}: lower max_size"
             )
-        if start and start > self.now:
-            problems.append(
-                f"it starts at {start.isoformat()}, in {_minutes(start - self.now)} minutes: no node can launch before "
-                "then, so run make deploy after it starts"
-            )
         if end - self.now <= timedelta(minutes=LAST_MINUTES):
             left = "ended" if end <= self.now else f"ends in {_minutes(end - self.now)} minutes"
             problems.append(f"it {left} ({end.isoformat()}), and EC2 reclaims its nodes from 40 minutes before the end")
@@ -229,6 +230,21 @@ class Preflight:
             )
         if problems:
             raise Failed(f"Capacity Block {name}: " + "; ".join(problems))
+        # EC2 user guide, "Capacity Blocks": payment-pending until the upfront fee is processed, then scheduled until
+        # its start date, then active; no instance launches before it is active.
+        usable = (
+            f"from {start.isoformat()}, in {_minutes(start - self.now)} minutes" if start and start > self.now else ""
+        )
+        if state == "payment-pending":
+            raise Wait(
+                f"Capacity Block {name} is payment-pending: EC2 is processing its upfront fee (usually minutes); it is "
+                f"usable {usable or 'once that clears'}: run make preflight again then"
+            )
+        if state == "scheduled" or usable:
+            raise Wait(
+                f"Capacity Block {name} is {state} in {block['AvailabilityZone']}, usable {usable or 'soon'}: no node "
+                "can launch before then, so run make deploy after it starts"
+            )
         return f"Capacity Block {name} {state} in {block['AvailabilityZone']} until {end.isoformat()}"
 
     # --- versions ------------------------------------------------------------------------------------
@@ -479,8 +495,12 @@ def _outcome(name: str, check: Callable[[], str]) -> Result:
         return Result(name, FAIL, str(err))
     except Skipped as err:
         return Result(name, SKIPPED, str(err))
+    except Wait as err:
+        return Result(name, WAIT, str(err))
     except aws.errors() as err:
         return Result(name, FAIL, _aws_sentence(name, err))
+    except _response_parser_error() as err:
+        return Result(name, FAIL, f"the endpoint's answer is not AWS's ({_shown(err)}); {aws.NETWORK_FIX}")
     except Exception as err:  # a bug or an answer of a shape not foreseen: still one line, the others still run
         return Result(name, FAIL, f"the check itself failed ({type(err).__name__}: {err}); report it with this line")
 
@@ -495,11 +515,37 @@ def _aws_sentence(name: str, err: BaseException) -> str:
         )
     if isinstance(err, NoRegionError):
         return "no AWS region; set region in the config"
+    from botocore.exceptions import ClientError
+
+    if isinstance(err, ClientError):
+        error = err.response.get("Error", {})
+        code, message = error.get("Code") or aws.http_status(err), _shown(error.get("Message", ""))
+        what = f"AWS answered {code}" + (f": {message}" if message else "")
+        if aws.error_code(err) in ("ExpiredToken", "ExpiredTokenException", "RequestExpired"):
+            return f"the AWS credentials have expired ({what}); log in again (aws sso login, or new keys), then make preflight"
+        return f"{name} check: {what}; fix that and run make preflight again"
     if aws.error_code(err) in ("ExpiredToken", "ExpiredTokenException", "RequestExpired"):
         return (
             f"the AWS credentials have expired ({err}); log in again (aws sso login, or new keys), then make preflight"
         )
     return str(aws.failure(f"{name} check", err, "fix that and run make preflight again"))
+
+
+MESSAGE_MAX = 200  # characters of an AWS error message shown on a line
+
+
+def _shown(err: object) -> str:
+    """An error message fit for one line: a body (an HTML page of a proxy, raw bytes) is named, not shown."""
+    text = " ".join(str(err).split())
+    if "<html" in text.lower() or "<!doctype" in text.lower() or "b'" in text or 'b"' in text:
+        return "a body that is not an AWS error, not shown"
+    return text if len(text) <= MESSAGE_MAX else text[: MESSAGE_MAX - 3] + "..."
+
+
+def _response_parser_error() -> type[Exception]:
+    from botocore.parsers import ResponseParserError
+
+    return ResponseParserError
 
 
 def _run_all(checks: list[tuple[str, Callable[[], str]]], t_end: float, deadline_s: float) -> list[Result]:
@@ -540,20 +586,26 @@ def main(argv: list[str] | None = None, *, stream: TextIO | None = None) -> int:
             hf_endpoint=args.hf_endpoint,
         )
         results = preflight.run(DEADLINE_S, started)
+    except CommandError as err:  # the AWS environment (profile, config file, credentials, endpoint): cloud/aws.py
+        print(f"preflight: {err}; nothing was checked", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("preflight: interrupted; nothing was changed, run make preflight again", file=sys.stderr)
         return EXIT_INTERRUPTED
     for result in results:
         print(result.line(), file=out, flush=True)
     failed = [r for r in results if r.status == FAIL]
+    waiting = [r for r in results if r.status == WAIT]
     print(
-        f"preflight: {len(results) - len(failed)} of {len(results)} checks passed or skipped in "
-        f"{time.monotonic() - started:.1f} s" + ("; fix each FAIL above before make deploy" if failed else ""),
+        f"preflight: {len(results) - len(failed) - len(waiting)} of {len(results)} checks passed or skipped in "
+        f"{time.monotonic() - started:.1f} s"
+        + ("; fix each FAIL above before make deploy" if failed else "")
+        + ("; make deploy once each wait above is over" if waiting else ""),
         file=out,
     )
     if results[0].status == FAIL:
         return EXIT_USAGE  # no usable credentials: the environment, not the account
-    return EXIT_FAILED if failed else EXIT_OK
+    return EXIT_FAILED if failed or waiting else EXIT_OK
 
 
 if __name__ == "__main__":

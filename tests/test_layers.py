@@ -105,6 +105,7 @@ LEAVES = (
     "bucket_layout",
     "catalogue",
     "cost",
+    "cron",
     "crossover",
     "exit_codes",
     "kubernetes",

@@ -4,6 +4,7 @@ profiles to try, and the predicted crossover (is a load sweep worth running?).""
 from __future__ import annotations
 
 import argparse
+import math
 
 from bench.arguments import finite_number, whole_number
 from bench.commands import deployment
@@ -87,10 +88,10 @@ def _predict_crossover(args: argparse.Namespace, results: object, cfg: object | 
         tpot = {float(load): float(ms) / 1000 for load, _, ms in pairs}
     except ValueError:
         tpot = {}
-    if len(tpot) < 2 or min(tpot) <= 0 or min(tpot.values()) <= 0:
+    if len(tpot) < 2 or not all(math.isfinite(x) and x > 0 for x in (*tpot, *tpot.values())):
         raise CommandError(
             f"--baseline-tpot {args.baseline_tpot!r} needs the baseline's p50 TPOT at two concurrencies as LOAD=MS "
-            "pairs, e.g. 1=45,4=52"
+            "pairs of finite positive numbers, e.g. 1=45,4=52"
         )
     # --max-num-seqs, else the config's largest batch, else the batch the config gives a profile by default
     mns = args.max_num_seqs or deployment.max_num_seqs(cfg) or ServingDefaults.model_fields["max_num_seqs"].default

@@ -387,3 +387,19 @@ def test_tune_predicts_a_crossover_with_its_assumptions_and_refuses_one_load(
     assert "verifying k+1 tokens per sequence at batch b" in out and "speculative counting" in out
     assert main(["tune", str(path), "--baseline-tpot", "4=10"]) == 2
     assert "--baseline-tpot '4=10' needs the baseline's p50 TPOT at two concurrencies" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "pairs", ["1=nan,4=52", "1=inf,4=52", "1=1e309,4=52", "nan=45,4=52", "1=45,inf=52", "1=-4,4=52"]
+)
+def test_tune_refuses_a_baseline_tpot_that_is_not_finite_and_positive(
+    bench_results: BenchResults, tmp_path, capsys, pairs
+):
+    from bench.__main__ import main
+
+    path = tmp_path / "results.json"
+    path.write_text(bench_results.model_dump_json())
+    assert main(["tune", str(path), "--baseline-tpot", pairs]) == 2
+    captured = capsys.readouterr()
+    assert f"--baseline-tpot {pairs!r} needs" in captured.err and "finite positive" in captured.err
+    assert "crossover" not in captured.out

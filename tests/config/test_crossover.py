@@ -99,6 +99,8 @@ def test_a_file_over_the_size_bound_is_refused_before_reading(tmp_path: Path) ->
         (json.dumps(crossover_data()).replace('"crossover": 6', '"crossover": NaN'), "NaN"),
         (json.dumps(crossover_data()).replace('"crossover": 6', '"crossover": 1e400'), "finite number"),
         (json.dumps(crossover_data(last_paying=-1)), "crossovers[0].last_paying=-1"),
+        (json.dumps(crossover_data(last_paying=True)), "crossovers[0].last_paying=True"),
+        (json.dumps(crossover_data(last_paying="4")), "crossovers[0].last_paying='4'"),
         (json.dumps({**crossover_data(), "schema_version": 2}), "schema_version=2"),
         ("\xff\xfe", "not UTF-8"),
         ("{", "is not JSON"),

@@ -132,11 +132,42 @@ def test_a_warm_window_within_the_ceiling_is_kept():
     ("change", "fragment"),
     [
         ({"timezone": "Mars/Olympus"}, "scaling.warm_schedule[0].timezone='Mars/Olympus' is not an IANA time zone"),
-        ({"start": "0 30 7 * * 1-5"}, "scaling.warm_schedule[0].start='0 30 7 * * 1-5' is not a 5-field cron"),
-        ({"end": "at 19:00"}, "scaling.warm_schedule[0].end='at 19:00' is not a 5-field cron"),
+        ({"start": "0 30 7 * * 1-5"}, "start='0 30 7 * * 1-5' is refused by KEDA's cron parser (expected exactly 5"),
+        ({"end": "at 19:00"}, "end='at 19:00' is refused by KEDA's cron parser (expected exactly 5 fields, found 2"),
+        ({"start": "99 99 * * *"}, "(end of range (99) above maximum (59): 99)"),
+        ({"start": "a b c d e"}, "(failed to parse int from a: "),
+        ({"start": "*/0 * * * *"}, "(step of range should be a positive number: */0)"),
+        ({"start": "0 8 * * 7"}, "(end of range (7) above maximum (6): 7)"),
+        ({"start": "0 8 0 * *"}, "(beginning of range (0) below minimum (1): 0)"),
+        ({"start": "0 18-8 * * *"}, "(beginning of range (18) beyond end of range (8): 18-8)"),
+        ({"start": "0 1-2-3 * * *"}, "(too many hyphens: 1-2-3)"),
+        ({"start": "0 */2/3 * * *"}, "(too many slashes: */2/3)"),
+        ({"start": "@daily"}, "(parser does not accept descriptors: @daily)"),
+        ({"start": "CRON_TZ=UTC 0 8 * * *"}, "(a TZ= prefix is not used here"),
+        ({"start": "0 , * * *"}, "(the hour field ',' names no value)"),
+        ({"end": "30 7 * * MON-FRI"}, "warm_schedule[0] opens and closes at the same times"),
+        ({"end": "30 7 * * 1-5"}, "warm_schedule[0] opens and closes at the same times"),
         ({"replicas": 3}, "scaling.warm_schedule[0].replicas=3 is above the 2 replica(s) profile baseline"),
     ],
 )
 def test_a_bad_warm_window_is_refused_before_synth(change, fragment):
     text = "\n".join(problems_for(lambda d: d["scaling"].update(warm_schedule=[{**WARM, **change}])))
     assert fragment in text, text
+
+
+@pytest.mark.parametrize("spec", ["0 8 * * 1-5", "*/15 8-18 1,15 jan-MAR sun", "5/10 * * * ?", "+5 8 * * *"])
+def test_cron_expressions_keda_accepts_pass(spec):
+    """robfig/cron v3.0.1 accepts these (names in any case, `?` as `*`, `N/step`, Go's Atoi sign)."""
+    data = default_config_dict()
+    data["scaling"]["warm_schedule"] = [{**WARM, "start": spec, "end": "59 23 31 12 6"}]
+    assert parse_config(data).scaling.warm_schedule[0].start == spec
+
+
+def test_a_warm_window_with_scaling_off_is_refused():
+    text = "\n".join(problems_for(lambda d: d["scaling"].update(enabled=False, warm_schedule=[WARM])))
+    assert "scaling.warm_schedule[0] is set but scaling.enabled=false renders no ScaledObject" in text, text
+
+
+def test_a_warm_window_replica_count_of_true_is_refused():
+    text = "\n".join(problems_for(lambda d: d["scaling"].update(warm_schedule=[{**WARM, "replicas": True}])))
+    assert "replicas" in text and "valid integer" in text, text

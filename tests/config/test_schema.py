@@ -646,3 +646,16 @@ def test_sweep_slos_default_to_guidellms_chat_slos_and_a_config_may_set_them(def
     data["bench"] = {"slo": {"ttft_p99_ms": 500}, "sweep": {"speedup_floor": 1.1}}
     cfg = parse_config(data)
     assert (cfg.bench.slo.ttft_p99_ms, cfg.bench.slo.tpot_p99_ms, cfg.bench.sweep.speedup_floor) == (500, 50, 1.1)
+
+
+@pytest.mark.parametrize("rate", [1.0, 1])
+def test_a_tuned_acceptance_rate_of_one_is_refused_because_its_alert_would_always_fire(rate):
+    """The live rate (accepted / proposed) is at most 1, so `live < 1.0` holds whenever a draft token is rejected."""
+
+    def tuned(d):
+        d["profiles"][1]["decoding"]["tuned_acceptance_rate"] = rate
+
+    (problem,) = problems_for(tuned)
+    assert problem.startswith(f"profiles[1].decoding.tuned_acceptance_rate={rate}: Input should be less than 1"), (
+        problem
+    )

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -113,6 +113,43 @@ def test_without_credentials_one_sentence_and_the_usage_exit_code(tmp_path):
     first, *rest = done.stdout.splitlines()
     assert first.startswith("FAIL    credentials: no AWS credentials found") and "aws configure" in first
     assert all(line.startswith("skipped") for line in rest[:-1]) and len(rest) == len(make_names()) + 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        (
+            {"AWS_PROFILE": "nope"},
+            "preflight: AWS_PROFILE='nope' names no profile in the AWS config or credentials files",
+        ),
+        ({"AWS_CONFIG_FILE": "{bad}"}, "preflight: the AWS config file {bad} cannot be parsed"),
+        ({"AWS_ENDPOINT_URL": "not-a-url"}, "preflight: AWS_ENDPOINT_URL='not-a-url' is not a usable endpoint URL"),
+        ({"AWS_ENDPOINT_URL_EKS": "http://[::1"}, "preflight: AWS_ENDPOINT_URL_EKS='http://[::1' is not a usable"),
+        ({"AWS_ACCESS_KEY_ID": "AKIAEXAMPLE"}, "preflight: partial AWS credentials in env: AWS_SECRET_ACCESS_KEY is"),
+    ],
+)
+def test_a_broken_aws_environment_is_one_line_naming_the_variable_or_file(tmp_path, setting, said):
+    """botocore reads these while it makes a client, before any check runs: one line and exit 2, never a traceback."""
+    bad = tmp_path / "config"
+    bad.write_text("[default\nregion = us-east-2\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    env |= {k: v.format(bad=bad) for k, v in setting.items()}
+    done = subprocess.run(
+        [sys.executable, "-m", "ops.preflight", "--offline"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == EXIT_USAGE, done.stderr
+    assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(said.format(bad=bad)), done.stderr
 
 
 def make_names() -> list[str]:
@@ -221,10 +258,6 @@ def test_an_active_capacity_block_in_the_zone_passes(stub):
 @pytest.mark.parametrize(
     ("answer", "sentence"),
     [
-        (
-            block(State="scheduled", StartDate=NOW + timedelta(hours=3)),
-            "starts at 2026-11-26T15:00:00+00:00, in 180 minutes",
-        ),
         (block(AvailabilityZone="us-east-2a"), "it is in us-east-2a, trn2_nodes.availability_zone is us-east-2b"),
         (block(EndDate=NOW + timedelta(minutes=30)), "it ends in 30 minutes"),
         (block(State="expired", EndDate=NOW - timedelta(hours=1)), "its state is 'expired'"),
@@ -236,6 +269,41 @@ def test_a_capacity_block_that_cannot_run_the_node_fails_with_why(stub, answer, 
     ec2, s = stub("ec2")
     s.add_response("describe_capacity_reservations", answer)
     with pytest.raises(Failed, match=sentence.replace("(", r"\(").replace("+", r"\+")):
+        make(capacity_block_config(), ec2=ec2).capacity_block()
+
+
+@pytest.mark.parametrize(
+    ("answer", "sentence"),
+    [
+        (
+            block(State="scheduled", StartDate=NOW + timedelta(hours=3)),
+            "is scheduled in us-east-2b, usable from 2026-11-26T15:00:00+00:00, in 180 minutes: no node can launch",
+        ),
+        (
+            block(State="payment-pending", StartDate=NOW + timedelta(hours=3)),
+            "is payment-pending: EC2 is processing its upfront fee (usually minutes); it is usable from "
+            "2026-11-26T15:00:00+00:00, in 180 minutes",
+        ),
+        (
+            block(State="payment-pending"),
+            "is payment-pending: EC2 is processing its upfront fee (usually minutes); it is usable once that clears",
+        ),
+    ],
+)
+def test_a_capacity_block_bought_and_not_yet_usable_is_a_wait_not_a_failure(stub, answer, sentence):
+    """A block just bought is not a reason to buy another: it says what it is and from when it can be used."""
+    ec2, s = stub("ec2")
+    s.add_response("describe_capacity_reservations", answer)
+    with pytest.raises(preflight.Wait) as said:
+        make(capacity_block_config(), ec2=ec2).capacity_block()
+    assert sentence in str(said.value) and "buy" not in str(said.value)
+    assert preflight._outcome("capacity block", lambda: make(capacity_block_config(), ec2=ec2).capacity_block())
+
+
+def test_a_payment_failed_block_still_fails(stub):
+    ec2, s = stub("ec2")
+    s.add_response("describe_capacity_reservations", block(State="payment-failed"))
+    with pytest.raises(Failed, match="its state is 'payment-failed': buy a new block"):
         make(capacity_block_config(), ec2=ec2).capacity_block()
 
 
@@ -466,33 +534,61 @@ def test_offline_skips_the_revision_check():
 # --- the whole run -----------------------------------------------------------------------------------------
 
 
-def test_the_run_gives_one_result_per_check(aws_env, stub):
-    """Every check through run(): moto where it can answer, stubs elsewhere; the placeholder admin is the one FAIL."""
+def answer_by_operation(client: Any, event: str, answers: dict[str, Callable[[dict], dict]]) -> None:
+    """Answers chosen by what a call asks, not by call order: checks run side by side on one client, so a Stubber's
+    queue would hand one check another's answer under load. Each answer must fit botocore's model (a Stubber checks
+    it first); `event` is the client's service id as botocore's events name it."""
+    ok = AWSResponse(url="", status_code=200, headers={}, raw=None)
+    for operation, answer in answers.items():
+        client.meta.events.register(
+            f"before-call.{event}.{operation}", lambda params, answer=answer, **_: (ok, answer(params))
+        )
+
+
+def validated(client: Any, operation: str, answer: dict) -> dict:
+    Stubber(client).add_response(operation, answer)  # raises if the answer does not fit the model
+    return answer
+
+
+def test_the_run_gives_one_result_per_check(aws_env):
+    """Every check through run(): moto where it can answer, answers by operation elsewhere; the placeholder admin is
+    the one FAIL."""
     config = parse_config(default_config_dict())
-    eks, se = stub("eks")
-    se.add_response(
+    # The Kubernetes-version and add-on checks share one EKS client, the trn quota and network checks one Service
+    # Quotas client: each answer goes by the operation and what it names.
+    eks = config_aws.client("eks", REGION)
+    versions = validated(
+        eks,
         "describe_cluster_versions",
         {"clusterVersions": [{"clusterVersion": "1.35", "versionStatus": "STANDARD_SUPPORT"}]},
     )
-    for name, pin in ADDONS["1.35"].items():
-        se.add_response("describe_addon_versions", addon_answer(name, pin.version))
-    ssm, ss = stub("ssm")
-    ss.add_response("get_parameter", {"Parameter": {"Value": "1.35.6-20260714"}})
-    # The trn quota and the network checks run side by side on one Service Quotas client, so its answers go by the
-    # quota code asked for, not by call order; each is validated against botocore's model by a Stubber first.
+    addons = {
+        name: validated(eks, "describe_addon_versions", addon_answer(name, pin.version))
+        for name, pin in ADDONS["1.35"].items()
+    }
+    answer_by_operation(
+        eks,
+        "eks",
+        {
+            "DescribeClusterVersions": lambda params: versions,
+            "DescribeAddonVersions": lambda params: addons[params["query_string"]["addonName"]],
+        },
+    )
+    ssm = config_aws.client("ssm", REGION)
+    parameter = validated(ssm, "get_parameter", {"Parameter": {"Value": "1.35.6-20260714"}})
+    answer_by_operation(ssm, "ssm", {"GetParameter": lambda params: parameter})
     sq = config_aws.client("service-quotas", REGION)
     answers = {
-        "L-2C3B7624": quota("ec2", "L-2C3B7624", "Running On-Demand Trn instances", 384),
-        "L-F678F1CE": quota("vpc", "L-F678F1CE", "VPCs per Region", 5),
-        "L-0263D0A3": quota("ec2", "L-0263D0A3", "EC2-VPC Elastic IPs", 5),
-        "L-FE5A380F": quota("vpc", "L-FE5A380F", "NAT gateways per Availability Zone", 5),
+        code: validated(sq, "get_service_quota", quota(service, code, name, value))
+        for service, code, name, value in [
+            ("ec2", "L-2C3B7624", "Running On-Demand Trn instances", 384),
+            ("vpc", "L-F678F1CE", "VPCs per Region", 5),
+            ("ec2", "L-0263D0A3", "EC2-VPC Elastic IPs", 5),
+            ("vpc", "L-FE5A380F", "NAT gateways per Availability Zone", 5),
+        ]
     }
-    for answer in answers.values():
-        Stubber(sq).add_response("get_service_quota", answer)  # raises if the answer does not fit the model
-    ok = AWSResponse(url="", status_code=200, headers={}, raw=None)
-    sq.meta.events.register(
-        "before-call.service-quotas.GetServiceQuota",
-        lambda params, **_: (ok, answers[json.loads(params["body"])["QuotaCode"]]),
+    answer_by_operation(
+        sq, "service-quotas", {"GetServiceQuota": lambda params: answers[json.loads(params["body"])["QuotaCode"]]}
     )
     checker = make(config, eks=eks, ssm=ssm, **{"service-quotas": sq})
     checker.offline = True
@@ -512,3 +608,47 @@ def test_the_run_gives_one_result_per_check(aws_env, stub):
         "network quotas": OK,
         "model revisions": SKIPPED,
     }, [r.line() for r in results]
+
+
+PROXY_PAGE = b"<html>\n<head><title>{code}</title></head>\n<body>\n<h1>{code}</h1>\n<hr>nginx\n</body>\n</html>\n"
+
+
+@pytest.mark.parametrize("status", [403, 502])
+def test_a_page_instead_of_an_aws_answer_is_one_line_without_the_body(monkeypatch, status):
+    """A proxy or load balancer in front of AWS answering HTML: each line names what happened in one line (a 502 is
+    botocore's ClientError with the status, a 403 page fails its XML parser), never the page itself."""
+
+    class Page(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            body = PROXY_PAGE.replace(b"{code}", str(status).encode())
+            self.send_response(status)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    for var in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    out = io.StringIO()
+    try:
+        assert preflight.main(["--offline"], stream=out) == EXIT_USAGE
+    finally:
+        server.shutdown()
+    first = out.getvalue().splitlines()[0]
+    assert first.startswith("FAIL    credentials: "), first
+    assert "<" not in first and "nginx" not in first and len(first) < 300, first
+    assert ("AWS answered 502: Bad Gateway" if status == 502 else "the endpoint's answer is not AWS's") in first, first
+
+
+def test_a_multi_line_aws_message_stays_on_one_line():
+    line = preflight.Result("trn quota", FAIL, "AWS answered Throttling:\nRate exceeded\n  try later").line()
+    assert line == "FAIL    trn quota: AWS answered Throttling: Rate exceeded try later"
