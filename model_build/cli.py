@@ -25,7 +25,16 @@ from model_build.compile_cache import CachePlan
 from model_build.errors import BuildError, build_command
 from model_build.plan import BuildPlan
 from model_build.progress import DEFAULT_LOG_INTERVAL_S
-from model_build.store import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB, S3Store, TransferSettings, make_s3_client
+from model_build.store import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_PART_SIZE,
+    MAX_PART_SIZE,
+    MIB,
+    MIN_PART_SIZE,
+    S3Store,
+    TransferSettings,
+    make_s3_client,
+)
 
 DESCRIPTION = """\
 Build the compiled artifact of a serving profile and publish it, content-addressed, to the models bucket:
@@ -54,6 +63,16 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number above 0")
+    return value
+
+
+def _part_size_mib(text: str) -> float:
+    """S3's multipart part size, 5 MiB to 5 GiB (Amazon S3 user guide, "Amazon S3 multipart upload limits")."""
+    value = _positive_float(text)
+    if not MIN_PART_SIZE <= value * MIB <= MAX_PART_SIZE:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is outside S3's part size of {MIN_PART_SIZE // MIB} to {MAX_PART_SIZE // MIB} MiB"
+        )
     return value
 
 
@@ -216,9 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
     group = transfer.add_argument_group("transfer")
     group.add_argument(
         "--part-size-mib",
-        type=_positive_float,
+        type=_part_size_mib,
         default=DEFAULT_PART_SIZE / MIB,
-        help=f"multipart part size in MiB, >= 5 (default: {DEFAULT_PART_SIZE // MIB})",
+        help=f"multipart part size in MiB, {MIN_PART_SIZE // MIB} to {MAX_PART_SIZE // MIB} (default: "
+        f"{DEFAULT_PART_SIZE // MIB})",
     )
     group.add_argument(
         "--concurrency",

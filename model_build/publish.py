@@ -160,7 +160,26 @@ def publish_tree(
             f"(aws s3 rm --recursive {url}) and publish again",
             EXIT_FAILED,
         )
+    unlisted = unlisted_keys(store, prefix, existing)
+    if unlisted:
+        raise BuildError(
+            f"{url} is published (manifest of {existing.created_at}) but also holds objects its manifest does not "
+            f"list: {', '.join(unlisted[:5])}"
+            + (f" (and {len(unlisted) - 5} more)" if len(unlisted) > 5 else "")
+            + ". Serving mounts the whole prefix and nothing checked them: delete them ("
+            + "; ".join(f"aws s3 rm {url}{key}" for key in unlisted[:3])
+            + ("; ..." if len(unlisted) > 3 else "")
+            + ") and publish again",
+            EXIT_FAILED,
+        )
     return PublishResult(url, existing, this_run(), already_published=existed_before, wrote_manifest=False)
+
+
+def unlisted_keys(store: S3Store, prefix: str, manifest: Manifest) -> list[str]:
+    """Objects under a committed prefix that its manifest does not list (relative to the prefix): publish and verify
+    both refuse them, because serving mounts the whole prefix."""
+    listed = {prefix + f.path for f in manifest.files} | {prefix + MANIFEST_NAME}
+    return sorted(key.removeprefix(prefix) for key in store.list_objects(prefix) if key not in listed)
 
 
 def _entries(files: list[LocalFile]) -> list[ManifestFile]:

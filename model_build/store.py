@@ -25,6 +25,7 @@ from model_build.progress import DEFAULT_LOG_INTERVAL_S, Progress
 
 MIB = 1 << 20
 MIN_PART_SIZE = 5 * MIB  # S3's minimum for every part but the last
+MAX_PART_SIZE = 5 * 1024 * MIB  # S3's maximum part size (user guide, "Amazon S3 multipart upload limits")
 MAX_PARTS = 10_000  # S3's maximum parts per upload
 # s3transfer uses 8 MiB; 10,000 parts of 16 MiB reach 156 GiB per object (larger files get larger parts).
 DEFAULT_PART_SIZE = 16 * MIB
@@ -57,6 +58,11 @@ class TransferSettings:
             raise BuildError(
                 f"part size {self.part_size} bytes is below S3's minimum of {MIN_PART_SIZE} (5 MiB); "
                 "pass --part-size-mib 5 or more"
+            )
+        if self.part_size > MAX_PART_SIZE:
+            raise BuildError(
+                f"part size {self.part_size} bytes is above S3's maximum of {MAX_PART_SIZE} (5 GiB); "
+                f"pass --part-size-mib {MAX_PART_SIZE // MIB} or less"
             )
         if not 1 <= self.concurrency <= 64:
             raise BuildError(f"concurrency {self.concurrency} is outside 1..64; pass --concurrency 8")

@@ -9,7 +9,7 @@ from pathlib import Path
 from config.bucket_layout import MANIFEST_NAME, artifact_prefix, manifest_key
 from model_build.errors import BuildError, build_command
 from model_build.plan import BuildPlan
-from model_build.publish import read_manifest
+from model_build.publish import read_manifest, unlisted_keys
 from model_build.store import S3Store
 from serving_pod.manifest import Manifest, mismatches
 
@@ -80,8 +80,7 @@ def verify_artifact(
     object_problems = (
         store.check_content(prefix, manifest.files) if deep else store.check_present(prefix, manifest.files)
     )
-    listed = {prefix + f.path for f in manifest.files} | {prefix + MANIFEST_NAME}
-    unlisted = sorted(key.removeprefix(prefix) for key in store.list_objects(prefix) if key not in listed)
+    unlisted = unlisted_keys(store, prefix, manifest)
     if unlisted:
         # Serving mounts the whole prefix: a file the manifest does not list was never checked by anyone.
         report.problems += [f"{key}: not listed in {MANIFEST_NAME} (in {store.url(prefix)})" for key in unlisted]

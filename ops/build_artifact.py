@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from charts.jobs.model_build import profile_of, render_build_job
 from cloud import aws
@@ -22,6 +23,7 @@ from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from model_build.artifact import artifact_plan
 from model_build.errors import BuildError, build_command
 from model_build.verify import verify_artifact
+from ops.capacity_block import too_late
 from ops.kubectl import account_id, aws_account, follow_job, run_or_print, start_job
 from ops.out_of_service import OutOfService
 from ops.stage_checkpoints import stage_models
@@ -113,6 +115,8 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
 def build_missing(config: DeploymentConfig, profile: ServingProfile, account: str, *, poll_s: float) -> int:
     """Take the profile out of service (ops/out_of_service.py: KEDA's pause, or a scale to 0 without scaling), run
     its build Job once its pods are gone, and give the service back whatever the Job did."""
+    if refusal := too_late(config, datetime.now(UTC), f"the build of {profile.name}"):
+        raise BuildError(refusal)  # before the service is taken out: a refused build leaves it serving
     objects = render_build_job(config, profile.name, account)
     job = objects[0]["metadata"]["name"]
     ns = config.namespace

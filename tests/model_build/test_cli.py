@@ -70,7 +70,14 @@ def test_bad_config_and_bad_arguments_are_exit_2(capsys, tmp_path):
 
 @pytest.mark.parametrize(
     ("flag", "value"),
-    [("--part-size-mib", "nan"), ("--part-size-mib", "inf"), ("--part-size-mib", "-5"), ("--concurrency", "0")],
+    [
+        ("--part-size-mib", "nan"),
+        ("--part-size-mib", "inf"),
+        ("--part-size-mib", "-5"),
+        ("--part-size-mib", "4"),
+        ("--part-size-mib", "5121"),
+        ("--concurrency", "0"),
+    ],
 )
 def test_bad_numbers_are_one_usage_line(flag, value, capsys):
     assert main(["publish", "baseline", "--from", ".", flag, value]) == 2
@@ -131,3 +138,17 @@ def test_ctrl_c_is_exit_130_with_how_to_resume(monkeypatch, capsys):
     monkeypatch.setattr(model_build.cli, "load_config", interrupted)
     assert main(["plan", "baseline"]) == 130
     assert "interrupted; re-run the same command to resume" in capsys.readouterr().err
+
+
+def test_the_part_size_range_is_s3s():
+    """5 MiB to 5 GiB (S3's multipart limits): both ends accepted, one byte beyond refused in the settings too."""
+    from model_build.cli import _part_size_mib
+    from model_build.errors import BuildError
+    from model_build.store import MAX_PART_SIZE, MIN_PART_SIZE, TransferSettings
+
+    assert (_part_size_mib("5"), _part_size_mib("5120")) == (5.0, 5120.0)
+    assert TransferSettings(part_size=MAX_PART_SIZE).part_size == MAX_PART_SIZE
+    with pytest.raises(BuildError, match="above S3's maximum of 5368709120"):
+        TransferSettings(part_size=MAX_PART_SIZE + 1)
+    with pytest.raises(BuildError, match="below S3's minimum"):
+        TransferSettings(part_size=MIN_PART_SIZE - 1)

@@ -278,3 +278,23 @@ def test_republish_over_a_prefix_damaged_at_the_same_size_reports_it(compiled, p
     s3.delete_object(Bucket=bucket, Key=key)  # the fix the message gives: delete, publish again
     assert publish_artifact(make_store(), plan, compiled).already_published
     assert verify_artifact(make_store(), plan, deep=True).ok
+
+
+def test_republish_over_a_prefix_with_an_object_its_manifest_does_not_list_refuses(
+    compiled, plans, make_store, s3, bucket
+):
+    """Serving mounts the whole prefix, so an object nobody listed must not pass as "already published" (verify
+    refuses it too); the fix the sentence gives works."""
+    plan = plans["speculative"]
+    publish_artifact(make_store(), plan, compiled)
+    stray = artifact_prefix(plan.digest) + "weights/stray.safetensors"
+    s3.put_object(Bucket=bucket, Key=stray, Body=b"not from this build")
+    with pytest.raises(
+        BuildError, match=r"also holds objects its manifest does not list: weights/stray\.safetensors"
+    ) as err:
+        publish_artifact(make_store(), plan, compiled)
+    assert err.value.code == 1 and "already published" not in str(err.value)
+    assert f"aws s3 rm s3://{bucket}/{stray}" in str(err.value)
+    assert any("weights/stray.safetensors: not listed" in p for p in verify_artifact(make_store(), plan).problems)
+    s3.delete_object(Bucket=bucket, Key=stray)
+    assert publish_artifact(make_store(), plan, compiled).already_published

@@ -15,6 +15,7 @@ import stat
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -590,3 +591,34 @@ def test_a_sweep_job_downloads_its_sweep_file_and_reports_it_with_plots(
     assert run_benchmark_module.run_bench(None, [], poll_s=0, mode=SWEEP) == 0
     report = tmp_path / "bench-results" / "sweep-run1"
     assert {p.name for p in report.iterdir()} >= {"report.md", "crossover.json", "pareto.png"}
+
+
+@pytest.mark.parametrize("command", ["build", "stage"])
+def test_build_and_stage_inside_a_capacity_blocks_last_minutes_start_no_job(
+    aws_env, fake_cluster, fake_kubectl, tmp_path, command
+):
+    """Like the benchmark, an hours-long build or staging Job does not start when EC2 reclaims the node within
+    LAST_MINUTES; a refused build leaves the service as it was (no pause, no Job)."""
+    import boto3
+
+    from tests.conftest import variant_config_dict
+
+    data = variant_config_dict()
+    data["trn2_nodes"]["capacity_block_end"] = (datetime.now(UTC) + timedelta(minutes=20)).isoformat()
+    path = tmp_path / "cb.yaml"
+    path.write_text(yaml.safe_dump(data))
+    config = load_config(path)
+    s3 = boto3.client("s3", region_name=config.region)
+    bucket = config.models_bucket_name(MOTO_ACCOUNT)
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": config.region})
+    if command == "build":  # checkpoints staged, artifact missing: only the build Job would start
+        for model in config.models.values():
+            s3.put_object(Bucket=bucket, Key=checkpoint_prefix(model.hf_id, model.revision) + MANIFEST_NAME, Body=b"{}")
+    fake_cluster([p.name for p in config.profiles], scaled=True)
+    with pytest.raises(BuildError) as err:
+        run_build(str(path), "speculative", poll_s=0) if command == "build" else run_stage(str(path), poll_s=0)
+    what = "the build of speculative" if command == "build" else "staging"
+    assert str(err.value).startswith(what) and "does not start: Capacity Block cr-0123456789abcdef0 ends in" in str(
+        err.value
+    )
+    assert fake_kubectl() == []
