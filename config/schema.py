@@ -422,6 +422,13 @@ class Trn2NodeGroupConfig(_Strict):
     @field_validator("instance_type")
     @classmethod
     def _neuron_instance(cls, instance_type: str) -> str:
+        if instance_type.startswith("trn3"):
+            raise ValueError(
+                f"instance_type={instance_type!r} is a Trainium3 type; this project serves on Trainium2 only (use one "
+                f"of {', '.join(NEURON_INSTANCES)}): Trainium3 comes as trn3 instances and UltraServers placed through "
+                "the Neuron UltraServer Operator beside the DRA driver, and no serving stack here is checked on it yet "
+                "(the plan: docs/trainium3.md)"
+            )
         if instance_type not in NEURON_INSTANCES:
             raise ValueError(
                 f"instance_type={instance_type!r} is not a Trainium2 instance; use one of {', '.join(NEURON_INSTANCES)}"

@@ -262,6 +262,11 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ("serving.placement.tensor_parallel_size", 64, ["tensor_parallel_size=64", "set tensor_parallel_size: 32"]),
         ("serving.placement.devices", 2, ["devices=2", "1, 4, 8, 16"]),
         ("trn2_nodes.instance_type", "p5.48xlarge", ["instance_type='p5.48xlarge'", "trn2.48xlarge"]),
+        (
+            "trn2_nodes.instance_type",
+            "trn3.48xlarge",
+            ["instance_type='trn3.48xlarge' is a Trainium3 type", "UltraServer Operator", "docs/trainium3.md"],
+        ),
         ("trn2_nodes.capacity_type", "CAPACITY_BLOCK", ["capacity_reservation_id", "availability_zone"]),
         ("kubernetes_version", "1.33", ["kubernetes_version=1.33", "1.34", "use 1.35"]),
         ("kubernetes_version", "1.36", ["kubernetes_version=1.36", "kubectl layer"]),
