@@ -31,6 +31,7 @@ from config.neuron_ami import ami_driver, driver_text
 from config.schema import ConfigError, DeploymentConfig
 from config.versions import for_kubernetes
 from ops.capacity_block import LAST_MINUTES
+from ops.price import PRICING_REGION, PriceUnknown, capacity_block_price, on_demand_price
 
 # From the command's start (clients included), whatever the network does; with the interpreter's own start-up (1-2 s)
 # the whole `make preflight` ends within 30 s (perf/preflight_silent.py measures it).
@@ -81,6 +82,7 @@ class Skipped(Exception):
 def clients(region: str, stream: TextIO) -> dict[str, Any]:
     """The bounded clients (cloud/aws.py), made here in one thread: boto3's default session is not thread-safe."""
     made = {service: aws.client(service, region, stream=stream) for service in SERVICES if service != "s3"}
+    made["pricing"] = aws.client("pricing", PRICING_REGION, stream=stream)  # the Price List API's own endpoint
     # The account is not known yet (STS answers inside the deadline): the bucket check names it on its one call.
     return {**made, "s3": aws.s3_client(region, None, stream=stream)}
 
@@ -120,6 +122,7 @@ class Preflight:
             ("managed prometheus", self.managed_prometheus),
             ("network quotas", self.network_quotas),
             ("model revisions", self.model_revisions),
+            ("node price", self.node_price),
         ]
 
     # --- identity: the gate --------------------------------------------------------------------------
@@ -246,6 +249,28 @@ class Preflight:
                 "can launch before then, so run make deploy after it starts"
             )
         return f"Capacity Block {name} {state} in {block['AvailabilityZone']} until {end.isoformat()}"
+
+    def node_price(self) -> str:
+        """The node's hourly price from AWS (ops/price.py), which reports use while the config sets none; a price AWS
+        does not give is a skip with what to set, never a failure: it blocks nothing."""
+        t = self.config.trn2_nodes
+        if t.hourly_price_usd is not None:
+            raise Skipped(f"trn2_nodes.hourly_price_usd={t.hourly_price_usd:g} is set in the config, and wins")
+        try:
+            if t.capacity_type == "CAPACITY_BLOCK":
+                (block,) = self.clients["ec2"].describe_capacity_reservations(
+                    CapacityReservationIds=[t.capacity_reservation_id]
+                )["CapacityReservations"]
+                hours = round((block["EndDate"] - block["StartDate"]).total_seconds() / 3600)
+                price = capacity_block_price(self.clients["ec2"], t.instance_type, block["TotalInstanceCount"], hours)
+            else:
+                price = on_demand_price(self.clients["pricing"], t.instance_type, self.config.region)
+        except PriceUnknown as err:
+            raise Skipped(str(err)) from None
+        return (
+            f"{t.instance_type}: ${price.usd_per_hour:,.2f} per node-hour ({price.source}); make bench and the sweep "
+            "price tokens with it while trn2_nodes.hourly_price_usd is unset"
+        )
 
     # --- versions ------------------------------------------------------------------------------------
 

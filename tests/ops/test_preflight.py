@@ -590,7 +590,10 @@ def test_the_run_gives_one_result_per_check(aws_env):
     answer_by_operation(
         sq, "service-quotas", {"GetServiceQuota": lambda params: answers[json.loads(params["body"])["QuotaCode"]]}
     )
-    checker = make(config, eks=eks, ssm=ssm, **{"service-quotas": sq})
+    pricing = config_aws.client("pricing", "us-east-1")
+    products = validated(pricing, "get_products", {"FormatVersion": "aws_v1", "PriceList": [price_product("44.7")]})
+    answer_by_operation(pricing, "pricing", {"GetProducts": lambda params: products})
+    checker = make(config, eks=eks, ssm=ssm, pricing=pricing, **{"service-quotas": sq})
     checker.offline = True
     results = checker.run(deadline_s=20)
     status = {r.check: r.status for r in results}
@@ -607,7 +610,9 @@ def test_the_run_gives_one_result_per_check(aws_env):
         "managed prometheus": OK,
         "network quotas": OK,
         "model revisions": SKIPPED,
+        "node price": OK,
     }, [r.line() for r in results]
+    assert results[-1].text.startswith("trn2.48xlarge: $44.70 per node-hour (on demand in us-east-2, AWS Price List")
 
 
 PROXY_PAGE = b"<html>\n<head><title>{code}</title></head>\n<body>\n<h1>{code}</h1>\n<hr>nginx\n</body>\n</html>\n"
@@ -652,3 +657,44 @@ def test_a_page_instead_of_an_aws_answer_is_one_line_without_the_body(monkeypatc
 def test_a_multi_line_aws_message_stays_on_one_line():
     line = preflight.Result("trn quota", FAIL, "AWS answered Throttling:\nRate exceeded\n  try later").line()
     assert line == "FAIL    trn quota: AWS answered Throttling: Rate exceeded try later"
+
+
+def price_product(usd: str) -> str:
+    return json.dumps(
+        {"terms": {"OnDemand": {"T": {"priceDimensions": {"T.D": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}}
+    )
+
+
+def test_the_node_price_in_the_config_wins_over_aws():
+    with pytest.raises(Skipped, match=r"trn2_nodes\.hourly_price_usd=40 is set in the config, and wins"):
+        make(config_with(hourly_price_usd=40.0)).node_price()
+
+
+def test_no_price_from_aws_is_a_skip_with_what_to_set_never_a_failure(stub):
+    pricing, s = stub("pricing")
+    s.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []})
+    with pytest.raises(Skipped, match=r"has no product for trn2\.48xlarge on demand in us-east-2; set trn2_nodes"):
+        make(config_with(), pricing=pricing).node_price()
+
+
+def test_a_capacity_blocks_price_comes_from_an_offering_of_its_size_and_length(stub):
+    ec2, s = stub("ec2")
+    s.add_response("describe_capacity_reservations", block(StartDate=NOW, EndDate=NOW + timedelta(days=2)))
+    s.add_response(
+        "describe_capacity_block_offerings",
+        {
+            "CapacityBlockOfferings": [
+                {
+                    "CapacityBlockOfferingId": "cbr-1",
+                    "InstanceType": "trn2.48xlarge",
+                    "InstanceCount": 1,
+                    "CapacityBlockDurationHours": 48,
+                    "UpfrontFee": "1680.00",
+                    "CurrencyCode": "USD",
+                }
+            ]
+        },
+        {"InstanceType": "trn2.48xlarge", "InstanceCount": 1, "CapacityDurationHours": 48},
+    )
+    said = make(capacity_block_config(), ec2=ec2).node_price()
+    assert said.startswith("trn2.48xlarge: $35.00 per node-hour (a current Capacity Block offering (1 x 48 h)")
