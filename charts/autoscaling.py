@@ -15,9 +15,9 @@ import cdk8s
 from cdk8s_plus_34 import k8s
 from constructs import Construct
 
-from charts.metrics_proxy import METRICS_PORT as METRICS_PROXY_PORT
 from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, PROFILE_LABEL, REQUESTS_RUNNING, REQUESTS_WAITING
+from config.ports import METRICS_SIDECAR_PORT
 from config.scaling import WarmWindow, max_replicas, min_replicas, running_threshold, waiting_threshold
 from config.schema import DeploymentConfig, ServingProfile
 
@@ -183,7 +183,9 @@ class ScraperAccess(Construct):
                     k8s.NetworkPolicyIngressRule(
                         from_=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=config.network.vpc_cidr))],
                         ports=[
-                            k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(METRICS_PROXY_PORT), protocol="TCP")
+                            k8s.NetworkPolicyPort(
+                                port=k8s.IntOrString.from_number(METRICS_SIDECAR_PORT), protocol="TCP"
+                            )
                         ],
                     )
                 ],

@@ -22,8 +22,8 @@ from charts.envoy_bootstrap import (
 )
 from charts.pod_security import non_root
 from config.catalogue import NODE_ROLE_LABEL
-from config.endpoint import METRICS_PORT
 from config.labels import vllm_selector, workload_labels
+from config.ports import ENDPOINT_METRICS_PORT
 from config.schema import DeploymentConfig
 from config.versions import ENVOY, IMAGES
 
@@ -66,7 +66,9 @@ class Endpoint(Construct):
         )
         ports = [
             k8s.ServicePort(name="http", port=e.port, target_port=k8s.IntOrString.from_string("http")),
-            k8s.ServicePort(name="metrics", port=METRICS_PORT, target_port=k8s.IntOrString.from_string("metrics")),
+            k8s.ServicePort(
+                name="metrics", port=ENDPOINT_METRICS_PORT, target_port=k8s.IntOrString.from_string("metrics")
+            ),
         ]
         self.service = k8s.KubeService(
             self,
@@ -122,13 +124,17 @@ class Endpoint(Construct):
                         from_=peers,
                         ports=[
                             k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(p), protocol="TCP")
-                            for p in (e.port, METRICS_PORT)
+                            for p in (e.port, ENDPOINT_METRICS_PORT)
                         ],
                     ),
                     # The managed scraper's network interfaces are in the VPC, not pods: metrics port only.
                     k8s.NetworkPolicyIngressRule(
                         from_=[k8s.NetworkPolicyPeer(ip_block=k8s.IpBlock(cidr=config.network.vpc_cidr))],
-                        ports=[k8s.NetworkPolicyPort(port=k8s.IntOrString.from_number(METRICS_PORT), protocol="TCP")],
+                        ports=[
+                            k8s.NetworkPolicyPort(
+                                port=k8s.IntOrString.from_number(ENDPOINT_METRICS_PORT), protocol="TCP"
+                            )
+                        ],
                     ),
                 ],
             ),
@@ -144,7 +150,7 @@ def envoy_container(config: DeploymentConfig) -> k8s.Container:
         args=["-c", f"{CONFIG_DIR}/envoy.yaml", "--concurrency", "2", "--log-level", "warning"],
         ports=[
             k8s.ContainerPort(name="http", container_port=config.endpoint.port),
-            k8s.ContainerPort(name=METRICS_PORT_NAME, container_port=METRICS_PORT),
+            k8s.ContainerPort(name=METRICS_PORT_NAME, container_port=ENDPOINT_METRICS_PORT),
         ],
         security_context=non_root(),
         resources=k8s.ResourceRequirements(

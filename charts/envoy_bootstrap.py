@@ -24,16 +24,8 @@ from typing import Any
 
 import yaml
 
-from config.endpoint import (
-    ADMIN_PORT,
-    ARM_HEADER,
-    CAPPED_SUFFIX,
-    ENVOY_THRESHOLD_MAX,
-    GATE_PORT,
-    METRICS_PATH,
-    METRICS_PORT,
-    OVERRIDE_HEADER,
-)
+from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, ENVOY_THRESHOLD_MAX, METRICS_PATH, OVERRIDE_HEADER
+from config.ports import ENDPOINT_ADMIN_PORT, ENDPOINT_GATE_PORT, ENDPOINT_METRICS_PORT
 from config.schema import DeploymentConfig
 
 GATED_SUFFIX = "-gated"  # the hop to a spilling arm's gate (its health-checked path to the capped cluster)
@@ -242,7 +234,7 @@ def clusters(
     upstreams: dict[str, Upstream],
     spill: dict[str, int],
     gates: dict[str, int],
-    admin_port: int = ADMIN_PORT,
+    admin_port: int = ENDPOINT_ADMIN_PORT,
     *,
     replicas: dict[str, Upstream] | None = None,
     resolver: Resolver | None = None,
@@ -354,8 +346,8 @@ def envoy_bootstrap(
     *,
     listen: str = "0.0.0.0",
     port: int | None = None,
-    admin_port: int = ADMIN_PORT,
-    metrics_port: int = METRICS_PORT,
+    admin_port: int = ENDPOINT_ADMIN_PORT,
+    metrics_port: int = ENDPOINT_METRICS_PORT,
     gate_ports: dict[str, int] | None = None,
     thresholds: dict[str, int] | None = None,
     replicas: dict[str, Upstream] | None = None,
@@ -366,7 +358,7 @@ def envoy_bootstrap(
     the config refuses); `replicas`: where each spilling arm's pods are discovered (default: `upstreams`);
     `resolver`: a DNS server other than the pod's own for them."""
     spill = spill_thresholds(config) if thresholds is None else thresholds
-    gates = gate_ports or {name: GATE_PORT + i for i, name in enumerate(spill)}
+    gates = gate_ports or {name: ENDPOINT_GATE_PORT + i for i, name in enumerate(spill)}
     api_host = {
         "name": "api",
         "domains": ["*"],

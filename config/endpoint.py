@@ -1,4 +1,5 @@
-"""The endpoint's vocabulary: the headers a caller sends and reads and the spill metric (one owner).
+"""The endpoint's vocabulary: the headers a caller sends and reads and the spill metric (one owner); its ports are
+config/ports.py's.
 
 The endpoint chart renders them into the router's config, bench sends the override header, the docs and the
 dashboard read the metric. Leaf module: imports nothing of ours.
@@ -18,14 +19,11 @@ STICKY_HEADER = "x-session-id"  # default session header: one value always lands
 SPILL_METRICS = ("envoy_cluster_upstream_rq_active_overflow", "envoy_cluster_upstream_rq_pending_overflow")
 CAPPED_SUFFIX = "-capped"
 
-# The router pod's own ports besides endpoint.port (charts/endpoint.py renders them; endpoint.port must differ).
-ADMIN_PORT = 9901  # 127.0.0.1 only: the admin API can stop Envoy
-METRICS_PORT = 9902  # METRICS_PATH only, proxied to the admin API
+# The router pod's own ports besides endpoint.port are in config/ports.py, with every other port of our pods.
 # Envoy's admin handler for Prometheus text (Envoy docs, "Administration interface": GET /stats/prometheus): the one
 # path the router's metrics listener routes (charts/endpoint.py) and the managed scraper asks for
 # (stacks/constructs/managed_prometheus.py).
 METRICS_PATH = "/stats/prometheus"
-GATE_PORT = 9910  # 127.0.0.1, GATE_PORT + i for the i-th spilling arm: the hop whose circuit breaker is the threshold
 # Envoy's circuit-breaker thresholds (the per-host max_connections the spill threshold becomes) are
 # google.protobuf.UInt32Value (envoyproxy/envoy@01c2c1fa
 # api/envoy/config/cluster/v3/circuit_breaker.proto, CircuitBreakers.Thresholds.max_connections): a larger spill

@@ -7,18 +7,18 @@ schema does not call them: it imports nothing of this module, which reads the sc
 from __future__ import annotations
 
 from config.catalogue import CLOUDFORMATION_TEMPLATE_BYTES, GP3_IOPS_PER_MIBPS, MAX_PROFILES
-from config.endpoint import ADMIN_PORT, GATE_PORT, METRICS_PORT
 from config.neuron_ami import ami_driver, driver_text
+from config.ports import DEFAULT_API_PORT, VLLM_POD_PORTS, endpoint_pod_ports
 from config.scaling import devices_available, scaling_problems
 from config.schema import DeploymentConfig, DraftSpeculation
 from serving_stacks import STACKS, stack_named
 
 
 def config_problems(config: DeploymentConfig) -> list[str]:
-    """Every cross-field problem, in the order they are shown; the endpoint's rules only once the others hold
+    """Every cross-field problem, in the order they are shown; the endpoint's arm rules only once the others hold
     (its arms are profiles those rules check)."""
     problems = [*model_problems(config), *placement_problems(config), *node_group_problems(config)]
-    problems += scaling_problems(config)
+    problems += scaling_problems(config) + port_problems(config)
     if len(config.models_bucket_name("0" * 12)) > 63:
         problems.append(
             f"name={config.name!r} is too long for the bucket name {config.models_bucket_name('<account>')!r} "
@@ -280,13 +280,25 @@ def endpoint_problems(config: DeploymentConfig) -> list[str]:
                 f"endpoint.spill_threshold.{name} is set but profile {name} does not speculate; spill applies to "
                 "speculative profiles only, remove it"
             )
-    own = {ADMIN_PORT: "admin", METRICS_PORT: "metrics"} | {
-        GATE_PORT + i: "spill gate" for i in range(len(config.profiles))
-    }
-    if e.port in own:
+    return problems
+
+
+def port_problems(config: DeploymentConfig) -> list[str]:
+    """Each port the config sets against the fixed ports of the pod it listens in (config/ports.py): a profile's
+    port shares its vLLM pod with the metrics sidecar, endpoint.port the router pod with Envoy's admin, metrics and
+    spill-gate listeners (one gate per spilling arm; every profile counted, the most there can be)."""
+    problems: list[str] = []
+    for i, p in enumerate(config.profiles):
+        if p.port in VLLM_POD_PORTS:
+            problems.append(
+                f"profiles[{i}] ({p.name}).port={p.port} is the port of the {VLLM_POD_PORTS[p.port]} in the same "
+                f"pod, so vLLM or the sidecar could not bind it; use another port, e.g. {DEFAULT_API_PORT}"
+            )
+    own = endpoint_pod_ports(len(config.profiles))
+    if config.endpoint.port in own:
         problems.append(
-            f"endpoint.port={e.port} is the router's own {own[e.port]} port (Envoy would refuse to bind it twice); "
-            f"use a port outside {ADMIN_PORT}-{METRICS_PORT} and {GATE_PORT}-{GATE_PORT + len(config.profiles) - 1}, "
-            "e.g. 8000"
+            f"endpoint.port={config.endpoint.port} is the router's own {own[config.endpoint.port]} port (Envoy would "
+            f"refuse to bind it twice); use a port not among {', '.join(map(str, sorted(own)))}, e.g. "
+            f"{DEFAULT_API_PORT}"
         )
     return problems

@@ -40,6 +40,7 @@ from config.catalogue import (
 )
 from config.endpoint import ENVOY_THRESHOLD_MAX, STICKY_HEADER
 from config.kubernetes import DEFAULT_KUBERNETES_VERSION, DRA_MINIMUM_VERSION, SUPPORTED_KUBERNETES_VERSIONS
+from config.ports import DEFAULT_API_PORT
 from config.scaling import ScalingConfig
 from config.speculation import K_MAX, K_MIN, K_RANGE
 from config.tags import DEPLOYMENT_TAG_KEY, PROJECT_TAG_KEY, PROJECT_TAG_VALUE
@@ -218,7 +219,7 @@ class ServingDefaults(_Strict):
     max_num_seqs: int = Field(default=4, ge=1, le=MAX_NUM_SEQS, description="Concurrent sequences (batch size).")
     dtype: Literal["bfloat16", "float16"] = "bfloat16"
     replicas: int = Field(default=1, ge=0, le=64)
-    port: int = Field(default=8000, ge=1024, le=65535)
+    port: int = Field(default=DEFAULT_API_PORT, ge=1024, le=65535)
     mount_cache_gib: int = Field(
         default=200, ge=0, le=4000, description="Local disk cache of the S3 mount (weights are read once, then hot)."
     )
@@ -529,7 +530,7 @@ class EndpointConfig(_Strict):
         description="Also expose the endpoint on an internal NLB (VPC only, tagged for the teardown sweep); default "
         "ClusterIP only (kubectl port-forward).",
     )
-    port: int = Field(default=8000, ge=1024, le=65535)
+    port: int = Field(default=DEFAULT_API_PORT, ge=1024, le=65535)
     replicas: int = Field(default=1, ge=1, le=8, description="Router pods; each caps spill on its own count.")
 
 

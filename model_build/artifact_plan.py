@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from config.bucket_layout import MOUNT_PATH, artifact_prefix, mounted
+from config.ports import DEFAULT_API_PORT
 from config.schema import DeploymentConfig, ServingProfile
 from model_build.digest import artifact_inputs, digest_of
 from serving_pod import check_mounted
@@ -37,7 +38,7 @@ class BuildOptions:
     target_path: str | None = None  # NxDI compile: a local target checkpoint instead of the staged one
     draft_path: str | None = None  # NxDI compile: a local draft checkpoint instead of the staged one
     vllm_argv: list[str] | None = None  # compile cache: the serving command line the build Job renders
-    port: int = 8000  # compile cache: the port of that command line
+    port: int = DEFAULT_API_PORT  # compile cache: the port of that command line
     timeout_s: float = 6 * 3600.0  # compile cache: give up when vLLM does not serve within this
 
 

@@ -19,6 +19,7 @@ from cloud import aws
 from config import DEFAULT_CONFIG, ConfigError, DeploymentConfig, load_config
 from config.bucket_layout import MOUNT_PATH
 from config.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from config.ports import DEFAULT_API_PORT
 from model_build.artifact import artifact_plan
 from model_build.artifact_plan import BuildOptions
 from model_build.compile_cache import CachePlan
@@ -306,7 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=json_argv,
         help="vllm-neuron profiles: the serving command line (JSON list, starting with vllm serve) to fill the cache with",
     )
-    p.add_argument("--port", type=int, default=8000, help="vllm-neuron profiles: the port of that command line")
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_API_PORT, help="vllm-neuron profiles: the port of that command line"
+    )
     p.add_argument("--timeout-minutes", type=int, default=360, help="vllm-neuron profiles: give up after this long")
     p.set_defaults(func=_compile)
 

@@ -112,6 +112,7 @@ LEAVES = (
     "labels",
     "metrics",
     "node_scaling",
+    "ports",
     "prompt_suite",
     "pydantic_errors",
     "speculation",

@@ -24,7 +24,9 @@ def _no_problem(args: argparse.Namespace) -> str | None:
 @dataclass(frozen=True)
 class Command:
     """One subcommand: its name and help line, the arguments it adds to its parser, what it runs (an exit code),
-    and what it refuses before anything runs (a sentence, or None)."""
+    and what it refuses before anything runs (a sentence, or None): every refusal the flags alone decide lives in
+    `problem`, not in `execute`, so `bench.__main__.parse_args` (which ops.run_benchmark runs on BENCH_ARGS before
+    it applies a Job) and `execute_and_report` (what runs in the pod) refuse the same flags."""
 
     name: str
     help: str

@@ -43,13 +43,15 @@ def add_request_arguments(p: argparse.ArgumentParser, *, seed_help: str | None, 
 
 
 def endpoint_problem(args: argparse.Namespace) -> str | None:
-    """--endpoint's form and --baseline among the --endpoint names."""
+    """--endpoint's form, a name given twice, and --baseline among the --endpoint names."""
     from bench.runner import parse_endpoint
 
     try:
         names = [parse_endpoint(e).name for e in args.endpoint]
     except ValueError as err:
         return str(err)
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        return f"--endpoint name {', '.join(map(repr, twice))} is given more than once; give each variant its own NAME"
     if args.baseline is not None and args.baseline not in names:
         return (
             f"--baseline {args.baseline!r} is not one of the --endpoint names ({', '.join(names)}); name one of them "

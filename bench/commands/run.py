@@ -97,8 +97,6 @@ def execute(args: argparse.Namespace) -> int:
         cases = load_suite(args.suite)
     except (ValueError, SuiteError) as err:
         raise CommandError(str(err)) from None
-    if args.upload and (problem := url_problem(args.upload)):
-        raise CommandError(problem)
     if args.requests is None:
         args.requests = LOSSLESS_REQUESTS if args.lossless else 100
     if args.lossless and args.rate is None and args.concurrency is None:
@@ -155,10 +153,18 @@ def execute(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def problem(args: argparse.Namespace) -> str | None:
+    """Every refusal the flags alone decide, run before the run here and by ops.run_benchmark on BENCH_ARGS before
+    the Job is applied: the endpoints and --upload's form."""
+    if found := measuring.endpoint_problem(args):
+        return found
+    return url_problem(args.upload) if args.upload else None
+
+
 COMMAND = Command(
     "run",
     "benchmark endpoints under identical load",
     add_arguments,
     execute,
-    measuring.endpoint_problem,
+    problem,
 )

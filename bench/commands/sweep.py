@@ -85,9 +85,18 @@ def add_arguments(sw: argparse.ArgumentParser) -> None:
 
 
 def problem(args: argparse.Namespace) -> str | None:
-    """The endpoints' checks, and --cases in the default suite (a suite file is read only when the sweep runs)."""
+    """Every refusal the flags alone decide, run before the sweep here and by ops.run_benchmark on BENCH_ARGS before
+    the Job is applied: the endpoints, --upload's form, --budget-minutes with --grid full, and --cases in the default
+    suite (a suite file is read only when the sweep runs)."""
     if found := measuring.endpoint_problem(args):
         return found
+    if args.upload and (found := prefix_problem(args.upload)):
+        return found
+    if args.budget_minutes is not None and args.grid == "full":
+        return (
+            f"--budget-minutes {args.budget_minutes:g} caps the adaptive sweep; --grid full runs every point "
+            "(drop one of the two)"
+        )
     if args.cases is not None and args.suite == "default":
         from bench.prompts import DEFAULT_SUITE
 
@@ -133,8 +142,6 @@ def execute(args: argparse.Namespace) -> int:
         rates = args.rates  # None: derived from the baseline's throughput after the concurrency grid
     except (ValueError, SuiteError) as err:
         raise CommandError(str(err)) from None
-    if args.upload and (problem := prefix_problem(args.upload)):
-        raise CommandError(problem)
     repeats = args.repeats if args.repeats is not None else deployment.bench_config(cfg).sweep.repeats
     options = measuring.run_options(args, cfg, endpoints)
     settings = SweepSettings(
@@ -159,11 +166,6 @@ def execute(args: argparse.Namespace) -> int:
         grid=args.grid,
         budget_minutes=args.budget_minutes,
     )
-    if args.budget_minutes is not None and args.grid == "full":
-        raise CommandError(
-            f"--budget-minutes {args.budget_minutes:g} caps the adaptive sweep; --grid full runs every point "
-            "(drop one of the two)"
-        )
     out = Path(args.out)
     folder = Path(args.report_dir) if args.report_dir else out.with_suffix("")
     measuring.check_out(out, args)

@@ -10,7 +10,7 @@ from bench.arguments import finite_number, whole_number
 from bench.commands import deployment
 from bench.commands.command import Command
 from bench.results import load_results
-from config.exit_codes import EXIT_OK, CommandError
+from config.exit_codes import EXIT_OK
 
 
 def add_arguments(tune: argparse.ArgumentParser) -> None:
@@ -45,12 +45,37 @@ def add_arguments(tune: argparse.ArgumentParser) -> None:
     tune.add_argument("--max-num-seqs", type=whole_number(1), help="with --baseline-tpot: the grid's batch size")
 
 
+def baseline_tpot(text: str) -> dict[float, float] | None:
+    """--baseline-tpot's LOAD=MS pairs as seconds per token by load; None unless two or more, all finite and above 0
+    (float() reads nan, inf and 1e309)."""
+    try:
+        pairs = [x.partition("=") for x in text.split(",") if x.strip()]
+        tpot = {float(load): float(ms) / 1000 for load, _, ms in pairs}
+    except ValueError:
+        return None
+    return tpot if len(tpot) >= 2 and all(math.isfinite(x) and x > 0 for x in (*tpot, *tpot.values())) else None
+
+
+def problem(args: argparse.Namespace) -> str | None:
+    """Every refusal the flags alone decide, before a results file or config is read."""
+    if args.tolerance is not None and args.tolerance >= 1.0:
+        return f"--tolerance={args.tolerance} must be a fraction below 1, e.g. 0.02 for 2%"
+    if args.propose:
+        return None
+    if not args.results:
+        return "tune needs a results file (or --propose)"
+    if args.baseline_tpot and baseline_tpot(args.baseline_tpot) is None:
+        return (
+            f"--baseline-tpot {args.baseline_tpot!r} needs the baseline's p50 TPOT at two concurrencies as LOAD=MS "
+            "pairs of finite positive numbers, e.g. 1=45,4=52"
+        )
+    return None
+
+
 def execute(args: argparse.Namespace) -> int:
     from bench.tune import DEFAULT_TOLERANCE, fit_cases, format_tuning
 
     tolerance = DEFAULT_TOLERANCE if args.tolerance is None else args.tolerance
-    if tolerance >= 1.0:
-        raise CommandError(f"--tolerance={tolerance} must be a fraction below 1, e.g. 0.02 for 2%")
     if args.propose:
         import yaml
 
@@ -62,8 +87,6 @@ def execute(args: argparse.Namespace) -> int:
         for reason in dropped:
             print(f"# not proposed: {reason}")
         return EXIT_OK
-    if not args.results:
-        raise CommandError("tune needs a results file (or --propose)")
     results = load_results(args.results)
     cfg = deployment.load(args.config) if any(v.num_speculative_tokens is None for v in results.variants) else None
     if args.baseline_tpot:
@@ -83,16 +106,8 @@ def _predict_crossover(args: argparse.Namespace, results: object, cfg: object | 
     from bench.tune import format_predictions, predict_crossovers
     from config.schema import ServingDefaults
 
-    try:
-        pairs = [x.partition("=") for x in args.baseline_tpot.split(",") if x.strip()]
-        tpot = {float(load): float(ms) / 1000 for load, _, ms in pairs}
-    except ValueError:
-        tpot = {}
-    if len(tpot) < 2 or not all(math.isfinite(x) and x > 0 for x in (*tpot, *tpot.values())):
-        raise CommandError(
-            f"--baseline-tpot {args.baseline_tpot!r} needs the baseline's p50 TPOT at two concurrencies as LOAD=MS "
-            "pairs of finite positive numbers, e.g. 1=45,4=52"
-        )
+    tpot = baseline_tpot(args.baseline_tpot)
+    assert tpot is not None, "problem() refuses a malformed --baseline-tpot before execute"
     # --max-num-seqs, else the config's largest batch, else the batch the config gives a profile by default
     mns = args.max_num_seqs or deployment.max_num_seqs(cfg) or ServingDefaults.model_fields["max_num_seqs"].default
     floor = deployment.sweep_policy(cfg)[0]
@@ -104,5 +119,5 @@ def _predict_crossover(args: argparse.Namespace, results: object, cfg: object | 
 
 
 COMMAND = Command(
-    "tune", "predict the best k from a results file (Leviathan et al. 2023 model)", add_arguments, execute
+    "tune", "predict the best k from a results file (Leviathan et al. 2023 model)", add_arguments, execute, problem
 )

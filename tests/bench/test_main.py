@@ -379,6 +379,39 @@ def test_an_upload_url_without_a_bucket_or_key_is_refused_before_any_request(
     assert words in err and "cannot reach" not in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["run", "--endpoint", REFUSING, "--upload", "bucket/key"], "--upload 'bucket/key' is not s3://BUCKET/KEY"),
+        (["sweep", "--endpoint", REFUSING, "--upload", "s3:///r/"], "--upload 's3:///r/' names no bucket"),
+        (
+            ["sweep", "--endpoint", REFUSING, "--grid", "full", "--budget-minutes", "30"],
+            "--budget-minutes 30 caps the adaptive sweep; --grid full runs every point (drop one of the two)",
+        ),
+        *(
+            ([command, "--endpoint", REFUSING, "--endpoint", "a=http://127.0.0.1:10"], "--endpoint name 'a' is given")
+            for command in ("run", "sweep")
+        ),
+        (["tune", "r.json", "--tolerance", "1"], "--tolerance=1.0 must be a fraction below 1"),
+        (["tune"], "tune needs a results file (or --propose)"),
+        (["tune", "r.json", "--baseline-tpot", "1=45"], "--baseline-tpot '1=45' needs the baseline's p50 TPOT at two"),
+    ],
+)
+def test_what_the_flags_alone_refuse_is_refused_by_the_parse_step_here_and_in_the_pod(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One check per command (Command.problem): parse_args runs it, as ops.run_benchmark does on BENCH_ARGS before
+    the Job is applied, and main runs it before any work, as the Job's pod does. Before, the budget with the full
+    grid, --upload's form and tune's flags were refused only once the command ran (in the pod, for the Job)."""
+    from bench.__main__ import parse_args
+
+    monkeypatch.chdir(tmp_path)  # r.json does not exist: a refusal that read it would say so instead
+    assert words in usage_error(parse_args, argv, capsys)
+    assert main([*argv, "--out", "o.json"] if argv[0] != "tune" else argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and "cannot reach" not in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("command", ["run", "sweep"])
 def test_an_existing_out_is_never_replaced_without_resume_or_overwrite(
     command: str, capsys: pytest.CaptureFixture[str], tmp_path: Path

@@ -234,6 +234,10 @@ CROSS_FIELD_RULES = {
         "baseline does not speculate",
     ),
     "endpoint port is not the router's own": (_set("endpoint.port", 9902), "the router's own metrics port"),
+    "profile port is not its pod's metrics sidecar": (
+        _set("profiles.0.port", 9400),
+        "profiles[0] (baseline).port=9400 is the port of the metrics sidecar (charts/metrics_proxy.py",
+    ),
 }
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import shlex
+import socket
 
 import pytest
 import yaml
 
 from ops.run_benchmark import main
+from tests.ops.test_kubectl import fake_kubectl  # noqa: F401 (a fixture: the scripted kubectl on PATH)
 
 
 @pytest.mark.parametrize(
@@ -56,6 +58,7 @@ def test_bench_args_are_refused_before_the_job_is_rendered_or_applied(
         (["--baseline", "nope"], "--baseline 'nope' is not one of the --endpoint names (baseline, speculative)"),
         (["--max-num-seqs", "100000"], "argument --max-num-seqs: 100000 is above 256 (the largest batch"),
         (["--overwrite"], "sets --overwrite, which the Job sets itself"),
+        (["--grid", "full", "--budget-minutes", "30"], "--budget-minutes 30 caps the adaptive sweep; --grid full"),
     ],
 )
 def test_sweep_args_that_would_fail_in_the_pod_are_refused_here(
@@ -66,3 +69,26 @@ def test_sweep_args_that_would_fail_in_the_pod_are_refused_here(
     captured = capsys.readouterr()
     assert "BENCH_ARGS" in captured.err and words in captured.err and "Traceback" not in captured.err
     assert captured.out == ""
+
+
+def test_a_budget_with_the_full_grid_stops_make_bench_sweep_before_any_kubectl_or_aws_call(
+    request: pytest.FixtureRequest, fast_aws: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make bench-sweep BENCH_ARGS="--grid full --budget-minutes 30"` passed the check here and was refused only in
+    the pod, after the Job was applied. AWS_ENDPOINT_URL is a listener that must see no connection."""
+    kubectl_calls = request.getfixturevalue("fake_kubectl")
+    with socket.socket() as aws:
+        aws.bind(("127.0.0.1", 0))
+        aws.listen(8)
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{aws.getsockname()[1]}")
+        code = main(["--apply", "--sweep", "--", "--grid", "full", "--budget-minutes", "30"])
+        aws.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            aws.accept()  # nobody connected: no STS, no S3
+    assert kubectl_calls() == []
+    assert code == 2
+    err = capsys.readouterr().err
+    assert (
+        "BENCH_ARGS '--grid full --budget-minutes 30': --budget-minutes 30 caps the adaptive sweep; --grid full runs "
+        "every point (drop one of the two); see python -m bench sweep --help"
+    ) in err
