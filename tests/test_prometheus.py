@@ -37,6 +37,13 @@ def test_it_answers_instant_and_range_queries_and_stops_cleanly(tmp_path):
     assert "See you next time!" in prom.log.read_text()
 
 
+def test_rule_files_are_written_beside_the_configuration_and_evaluated(tmp_path):
+    rules = {"groups": [{"name": "g", "rules": [{"record": "answer", "expr": "vector(42)"}]}]}
+    with running_prometheus(EMPTY, tmp_path, rule_files={"answer.yaml": rules}) as prom:
+        (recorded,) = prom.wait_for("answer")
+    assert recorded["value"][1] == "42"
+
+
 def test_a_port_taken_between_the_pick_and_the_bind_is_replaced_by_another(tmp_path, monkeypatch):
     """The race the harness closes: the free port it picked is bound by someone else before Prometheus binds it."""
     with socket.socket() as squatter:
