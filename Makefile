@@ -20,6 +20,10 @@ VLLM_PYTHON ?= python3.11
 VLLM_0_9_1_VENV := .venv-vllm-0.9.1
 # vLLM 0.29.0 (the vllm-neuron stack's engine), the same way: own lock, own environment, vllm --no-deps.
 VLLM_0_29_0_VENV := .venv-vllm-0.29.0
+# The real Prometheus and promtool the tests run: Debian's package, pinned and unpacked into the tool cache without
+# root (tools/prometheus_tool.py; needs apt's lists: `apt-get update` once). Its folder names the pinned version
+# (tests/tools/test_prometheus_tool.py checks this target against the module).
+PROMETHEUS_TOOL := .cache/tools/prometheus-2.42.0/.installed
 
 .PHONY: setup synth test test-cold lint format preflight deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy teardown-dry-run clean
 
@@ -48,6 +52,9 @@ $(VLLM_0_29_0_VENV)/.installed: requirements-vllm-0.29.0.lock
 	$(VLLM_0_29_0_VENV)/bin/pip install --quiet --no-deps --require-hashes -r requirements-vllm-0.29.0.lock
 	touch $@
 
+$(PROMETHEUS_TOOL): tools/prometheus_tool.py
+	$(PYTHON) -m tools.prometheus_tool
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -58,7 +65,7 @@ synth: setup
 	$(CDK) synth --quiet $(CDK_FLAGS) -c dist=dist
 	@$(BIN)/python -m tools.synth_report --out cdk.out --dist dist
 
-test: setup $(VLLM_0_9_1_VENV)/.installed $(VLLM_0_29_0_VENV)/.installed
+test: setup $(VLLM_0_9_1_VENV)/.installed $(VLLM_0_29_0_VENV)/.installed $(PROMETHEUS_TOOL)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m tools.test_shards

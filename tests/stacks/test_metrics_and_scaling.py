@@ -5,14 +5,28 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from charts import render_serving
+from charts.metrics_proxy import METRICS_PORT_NAME as METRICS_PROXY_PORT_NAME
+from config.labels import PROFILE as PROFILE_POD_LABEL
+from config.metrics import NAMESPACE_LABEL, POD_LABEL, PROFILE_LABEL
 from serving_stacks import stack_named
 from stacks import container_insights
+from tests.prometheus import (
+    DiscoveredPod,
+    exposition_server,
+    kubernetes_sd_problems,
+    promtool,
+    runnable_scrape_config,
+    running_prometheus,
+    without_kubernetes_sd,
+)
 
 KEDA = json.loads((Path(__file__).parents[1] / "charts" / "fixtures" / "keda_2_20_2.json").read_text())
 
@@ -150,6 +164,118 @@ def test_every_scrape_job_uses_only_sections_the_managed_collector_accepts(synth
             assert set(job) <= AMP_SCRAPE_CONFIG_FIELDS, (job["job_name"], set(job) - AMP_SCRAPE_CONFIG_FIELDS)
             assert job.get("bearer_token_file", AMP_TOKEN_FILE) == AMP_TOKEN_FILE
             assert all(sd.keys() <= {"role", "namespaces"} for sd in job["kubernetes_sd_configs"])
+
+
+def test_promtool_accepts_every_rendered_scrape_configuration(synth, plugin_synth, three_profile_synths, tmp_path):
+    """The pinned Prometheus's own loader (`promtool check config`) on the scraper's blob, beside AMP's limits above:
+    every field, duration, regex and relabel action. Debian's build has no Kubernetes discovery (tests/prometheus.py),
+    so the kubernetes_sd_configs blocks are set aside for promtool and read against v2.42's own rules instead.
+    --syntax-only: the scheduler job's bearer token file exists only where the managed collector runs, and promtool
+    would otherwise require it on this disk (cmd/promtool/main.go checkConfig at v2.42.0)."""
+    for s in (synth, plugin_synth, *three_profile_synths.values()):
+        rendered = scrape_config(s)
+        assert kubernetes_sd_problems(rendered) == []
+        path = tmp_path / f"{s.config.name}-{len(s.config.profiles)}.yml"
+        path.write_text(yaml.safe_dump(without_kubernetes_sd(rendered), sort_keys=False))
+        done = promtool("check", "config", "--syntax-only", str(path))
+        assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
+
+
+def test_promtool_refuses_a_scrape_configuration_prometheus_would_not_load(synth, tmp_path):
+    """The checks above are not vacuous: a relabel regex RE2 cannot compile fails promtool; an unknown discovery role
+    fails the discovery check."""
+    config = scrape_config(synth)
+    config["scrape_configs"][0]["relabel_configs"][0]["regex"] = "vllm(?=x)"  # RE2 has no lookahead
+    path = tmp_path / "broken.yml"
+    path.write_text(yaml.safe_dump(without_kubernetes_sd(config), sort_keys=False))
+    done = promtool("check", "config", "--syntax-only", str(path))
+    assert done.returncode != 0 and "FAILED" in done.stderr + done.stdout
+    config["scrape_configs"][0]["kubernetes_sd_configs"][0]["role"] = "pods"
+    assert kubernetes_sd_problems(config)
+
+
+EXPOSED = """\
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{{model_name="m"}} {waiting}
+# TYPE vllm:generation_tokens_total counter
+vllm:generation_tokens_total{{model_name="m"}} 42
+# TYPE vllm_neuron:neuroncore_utilization gauge
+vllm_neuron:neuroncore_utilization{{core="0"}} 0.5
+# TYPE python_gc_objects_collected_total counter
+python_gc_objects_collected_total{{generation="0"}} 10
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 1.5
+"""
+ENVOY_EXPOSED = """\
+envoy_cluster_upstream_rq_total{{envoy_cluster_name="{arm}-capped"}} 7
+envoy_cluster_upstream_rq_total{{envoy_cluster_name="metrics_proxy"}} 3
+envoy_cluster_upstream_cx_total{{envoy_cluster_name="{arm}-capped"}} 2
+vllm:num_requests_waiting 99
+"""
+KEPT = ("vllm:num_requests_waiting", "vllm:generation_tokens_total", "vllm_neuron:neuroncore_utilization")
+NOT_KEPT = ("python_gc_objects_collected_total", "process_cpu_seconds_total", "envoy_cluster_upstream_cx_total")
+
+
+@pytest.mark.parametrize("which", ["synth", "plugin_synth"], ids=["legacy-v0", "vllm-neuron"])
+def test_the_rendered_scrape_jobs_run_on_prometheus_keep_the_vllm_series_with_their_target_labels(
+    which, request, tmp_path
+):
+    """The blob's own relabel and keep rules on the real Prometheus 2.42: each rendered Deployment as one running
+    pod, Kubernetes discovery swapped for static targets with the labels it gives those pods (tests/prometheus.py).
+    Every port of every pod is served here, vLLM's own API port with the same series as its metrics sidecar: only the
+    sidecars are scraped by the vLLM job, each kept series carries its profile, namespace and pod, the rest is not
+    stored; the endpoint job keeps only the arms' Envoy counters."""
+    synth_ = request.getfixturevalue(which)
+    config = synth_.config
+    rendered = scrape_config(synth_)
+    deployments = [o for o in render_serving(config, "bucket") if o["kind"] == "Deployment"]
+    arm = config.profiles[-1].name
+    (endpoint_job,) = [j for j in rendered["scrape_configs"] if j["job_name"] == "endpoint"]
+    with ExitStack() as stack:
+        pods, sidecars = [], {}
+        for i, d in enumerate(deployments):
+            name, template = d["metadata"]["name"], d["spec"]["template"]
+            profile = next((p for p in config.profiles if p.name == name), None)  # else the endpoint's router
+            if profile is not None:
+                path, body = stack_named(profile.image.stack).METRICS_PATH, EXPOSED.format(waiting=i)
+            else:
+                path, body = endpoint_job["metrics_path"], ENVOY_EXPOSED.format(arm=arm)
+            ports = [port["name"] for c in template["spec"]["containers"] for port in c.get("ports", [])]
+            addresses = {port: stack.enter_context(exposition_server(path, body)) for port in ports}
+            pod = DiscoveredPod(
+                name=f"{name}-5d9c7f8b4-x{i}q2w",
+                namespace=d["metadata"]["namespace"],
+                template=template,
+                addresses=addresses,
+                controller=("ReplicaSet", f"{name}-5d9c7f8b4"),
+            )
+            pods.append(pod)
+            if profile is not None:
+                sidecars[addresses[METRICS_PROXY_PORT_NAME]] = pod
+        runnable = runnable_scrape_config(rendered, pods)
+        assert {j["job_name"] for j in runnable["scrape_configs"]} == {
+            j["job_name"] for j in rendered["scrape_configs"] if j["job_name"] != "kube-scheduler"
+        }
+        (tmp_path / "runnable.yml").write_text(yaml.safe_dump(runnable, sort_keys=False))
+        checked = promtool("check", "config", str(tmp_path / "runnable.yml"))  # also relabels the static targets
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        with running_prometheus(runnable, tmp_path / "prometheus") as prom:
+            up = prom.wait_for("up == 1", lambda r: len(r) == len(sidecars) + 1)
+            vllm_jobs = {s["metric"]["job"] for s in up} - {"endpoint"}
+            assert {s["metric"]["instance"] for s in up if s["metric"]["job"] in vllm_jobs} == set(sidecars)
+            assert len(prom.query("up")) == len(up)  # no other target was kept (and failed its scrape)
+            for name in KEPT:
+                found = {s["metric"]["instance"]: s["metric"] for s in prom.query(f'{{__name__="{name}"}}')}
+                assert set(found) == set(sidecars), name
+                for instance, labels in found.items():
+                    pod = sidecars[instance]
+                    assert labels[PROFILE_LABEL] == pod.template["metadata"]["labels"][PROFILE_POD_LABEL]
+                    assert (labels[NAMESPACE_LABEL], labels[POD_LABEL]) == (config.namespace, pod.name)
+                    assert not [k for k in labels if k.startswith("__meta_")]
+            for name in NOT_KEPT:
+                assert prom.query(f'{{__name__="{name}"}}') == [], name
+            (envoy,) = prom.query("envoy_cluster_upstream_rq_total")
+            assert envoy["metric"]["envoy_cluster_name"] == f"{arm}-capped"
 
 
 def test_the_scraper_writes_to_the_workspace_from_the_clusters_private_subnets(synth):

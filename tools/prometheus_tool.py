@@ -1,0 +1,164 @@
+"""The real Prometheus and promtool that the tests run: Debian bookworm's `prometheus` package, pinned by version and
+by the .deb's SHA-256, unpacked without root into the project's tool cache (.cache/, gitignored).
+
+    python3 -m tools.prometheus_tool        # install if missing (`make` runs it before the tests); print the paths
+
+Why the Debian package: it is a registry package this project may install (no binary download from elsewhere), it
+carries both binaries, and `apt-get download` + `dpkg-deb -x` need neither root nor a system-wide install. apt's
+package lists must exist (`apt-get update` once, as root); the pin is checked against the downloaded file, not
+against the lists. Standard library only: make runs it with the system Python before the venv exists.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "prometheus"
+VERSION = "2.42.0+ds-5+deb12u1"  # bookworm (Debian 12); `apt-cache policy prometheus` shows what apt offers
+UPSTREAM_VERSION = "2.42.0"
+ARCHITECTURE = "amd64"
+# sha256 of prometheus_2.42.0+ds-5+deb12u1_amd64.deb, as bookworm's Packages index lists it (`apt-cache show
+# prometheus=2.42.0+ds-5+deb12u1`) and as the downloaded file hashed.
+SHA256 = "81d59a24fce84f7fbe97a45a4f2914b6a5881b5cd1db2a6a0e129e515e1a5f55"
+CACHE = ROOT / ".cache" / "tools" / f"prometheus-{UPSTREAM_VERSION}"
+MARKER_NAME = ".installed"  # written last: its presence means the tree is whole (the Makefile's target)
+
+
+class InstallError(Exception):
+    """Installing the pinned package failed; the message says why and what to run."""
+
+
+@dataclass(frozen=True)
+class Binaries:
+    prometheus: Path
+    promtool: Path
+
+
+def binaries(cache: Path = CACHE) -> Binaries:
+    """Where the unpacked package's binaries are (whether or not they are installed yet)."""
+    return Binaries(prometheus=cache / "usr" / "bin" / "prometheus", promtool=cache / "usr" / "bin" / "promtool")
+
+
+def _marker_text() -> str:
+    return f"{PACKAGE}={VERSION} {ARCHITECTURE} sha256:{SHA256}\n"
+
+
+def installed(cache: Path = CACHE) -> bool:
+    """The pinned package is unpacked in `cache` (the marker names this very pin, both binaries are there)."""
+    marker = cache / MARKER_NAME
+    found = binaries(cache)
+    return (
+        marker.is_file()
+        and marker.read_text() == _marker_text()
+        and all(os.access(p, os.X_OK) for p in (found.prometheus, found.promtool))
+    )
+
+
+def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def check_architecture() -> None:
+    if shutil.which("dpkg") is None or shutil.which("apt-get") is None:
+        raise InstallError(
+            f"installing Prometheus {UPSTREAM_VERSION} needs apt-get and dpkg-deb (a Debian or Ubuntu machine); "
+            "neither is on PATH here"
+        )
+    arch = _run(["dpkg", "--print-architecture"]).stdout.strip()
+    if arch != ARCHITECTURE:
+        raise InstallError(
+            f"tools/prometheus_tool.py pins the {ARCHITECTURE} build of {PACKAGE}={VERSION}, but this machine is "
+            f"{arch}: add that architecture's SHA256 from `apt-cache show {PACKAGE}={VERSION}`"
+        )
+
+
+def download(dest: Path, apt_options: tuple[str, ...] = ()) -> Path:
+    """`apt-get download` the pinned version into `dest` (unprivileged; it reads apt's lists). `apt_options`: extra
+    `-o` settings (tests point apt at empty lists)."""
+    done = _run(["apt-get", "download", *apt_options, f"{PACKAGE}={VERSION}"], cwd=dest)
+    debs = sorted(dest.glob(f"{PACKAGE}_*.deb"))
+    if done.returncode != 0 or len(debs) != 1:
+        said = " ".join(line for line in done.stderr.splitlines() if line.startswith("E:")) or done.stderr.strip()
+        if "Unable to locate package" in said or "was not found" in said:
+            raise InstallError(
+                f"apt's package lists have no {PACKAGE}={VERSION} ({said}): run `apt-get update` (as root) and "
+                f"make again; if it is still missing, Debian has replaced it: `apt-cache policy {PACKAGE}` shows "
+                "the version on offer, then update VERSION and SHA256 in tools/prometheus_tool.py"
+            )
+        raise InstallError(f"apt-get download {PACKAGE}={VERSION} failed: {said}")
+    return debs[0]
+
+
+def verify(deb: Path, expected: str = SHA256) -> None:
+    found = hashlib.sha256(deb.read_bytes()).hexdigest()
+    if found != expected:
+        raise InstallError(
+            f"{deb.name} has sha256 {found}, but tools/prometheus_tool.py pins {expected}: the file is not the "
+            "pinned package; nothing was unpacked"
+        )
+
+
+def unpack(deb: Path, tree: Path) -> None:
+    done = _run(["dpkg-deb", "-x", str(deb), str(tree)])
+    if done.returncode != 0:
+        raise InstallError(f"dpkg-deb -x {deb.name} failed: {done.stderr.strip()}")
+
+
+def check_version(found: Binaries) -> None:
+    """Both binaries run from the unpacked tree and say they are the pinned release."""
+    for path in (found.prometheus, found.promtool):
+        done = _run([str(path), "--version"])
+        first = (done.stdout or done.stderr).splitlines()[:1]
+        if done.returncode != 0 or not first or f"version {UPSTREAM_VERSION}" not in first[0]:
+            raise InstallError(f"{path.name} --version says {first or done.stderr!r}, not version {UPSTREAM_VERSION}")
+
+
+def ensure(cache: Path = CACHE) -> Binaries:
+    """The pinned prometheus and promtool, installed into `cache` if they are not there yet. Safe to call from
+    concurrent processes (the test shards): one installs, the others wait on the lock and find it done."""
+    if installed(cache):
+        return binaries(cache)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with (cache.parent / f"{cache.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if installed(cache):
+            return binaries(cache)
+        check_architecture()
+        with tempfile.TemporaryDirectory(dir=cache.parent, prefix=f".{cache.name}-") as tmp:
+            deb = download(Path(tmp))
+            verify(deb)
+            tree = Path(tmp) / "tree"
+            unpack(deb, tree)
+            check_version(binaries(tree))
+            (tree / MARKER_NAME).write_text(_marker_text())
+            shutil.rmtree(cache, ignore_errors=True)  # a tree of another pin or a half-written one
+            tree.rename(cache)
+    return binaries(cache)
+
+
+def main() -> int:
+    began = time.monotonic()
+    was_installed = installed()
+    try:
+        found = ensure()
+    except InstallError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    (CACHE / MARKER_NAME).touch()  # newer than this file, so make does not run it again
+    what = "already installed" if was_installed else f"installed in {time.monotonic() - began:.1f} s"
+    print(f"{PACKAGE} {VERSION} ({what}): {found.prometheus.relative_to(ROOT)}, {found.promtool.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
