@@ -21,7 +21,7 @@ VLLM_0_9_1_VENV := .venv-vllm-0.9.1
 # vLLM 0.29.0 (the vllm-neuron stack's engine), the same way: own lock, own environment, vllm --no-deps.
 VLLM_0_29_0_VENV := .venv-vllm-0.29.0
 # The real Prometheus and promtool the tests run: Debian's package, pinned and unpacked into the tool cache without
-# root (tools/prometheus_tool.py; needs apt's lists: `apt-get update` once). Its folder names the pinned version
+# root (tools/prometheus_tool.py; it needs apt's lists, and as root runs `apt-get update` itself when they lack the pin). Its folder names the pinned version
 # (tests/tools/test_prometheus_tool.py checks this target against the module).
 PROMETHEUS_TOOL := .cache/tools/prometheus-2.42.0/.installed
 

@@ -82,6 +82,23 @@ def check_architecture() -> None:
         )
 
 
+class ListsMissing(InstallError):
+    """apt's lists do not hold the pinned version (never updated on this machine, or Debian replaced it)."""
+
+
+def download_updating(dest: Path) -> Path:
+    """download(), and as root once more after `apt-get update` when the lists lack the pin (a fresh machine or CI
+    has never updated them): `make test` then needs nothing done by hand."""
+    try:
+        return download(dest)
+    except ListsMissing:
+        if os.geteuid() != 0:
+            raise
+        print(f"apt's lists lack {PACKAGE}={VERSION}: apt-get update", file=sys.stderr)
+        _run(["apt-get", "update", "-qq"])
+        return download(dest)
+
+
 def download(dest: Path, apt_options: tuple[str, ...] = ()) -> Path:
     """`apt-get download` the pinned version into `dest` (unprivileged; it reads apt's lists). `apt_options`: extra
     `-o` settings (tests point apt at empty lists)."""
@@ -90,7 +107,7 @@ def download(dest: Path, apt_options: tuple[str, ...] = ()) -> Path:
     if done.returncode != 0 or len(debs) != 1:
         said = " ".join(line for line in done.stderr.splitlines() if line.startswith("E:")) or done.stderr.strip()
         if "Unable to locate package" in said or "was not found" in said:
-            raise InstallError(
+            raise ListsMissing(
                 f"apt's package lists have no {PACKAGE}={VERSION} ({said}): run `apt-get update` (as root) and "
                 f"make again; if it is still missing, Debian has replaced it: `apt-cache policy {PACKAGE}` shows "
                 "the version on offer, then update VERSION and SHA256 in tools/prometheus_tool.py"
@@ -135,7 +152,7 @@ def ensure(cache: Path = CACHE) -> Binaries:
             return binaries(cache)
         check_architecture()
         with tempfile.TemporaryDirectory(dir=cache.parent, prefix=f".{cache.name}-") as tmp:
-            deb = download(Path(tmp))
+            deb = download_updating(Path(tmp))
             verify(deb)
             tree = Path(tmp) / "tree"
             unpack(deb, tree)
