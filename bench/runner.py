@@ -21,6 +21,7 @@ from bench.client import Target, discover_model, make_session, run_load
 from bench.prompts import TestCase, variations
 from bench.results import BenchResults, CaseRun, RunSettings, Stop, VariantInfo, error_reasons, summarize
 from bench.spec_metrics import acceptance, scrape
+from config.live_metrics import LiveMetrics
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -69,6 +70,8 @@ class RunOptions:
     model: str | None = None
     probe_timeout_s: float = 30.0  # GET /v1/models before any request, also with `model` given
     k_by_variant: Mapping[str, int] = field(default_factory=dict)
+    # Each variant's stack's live metrics (its profile's), so acceptance reads that stack's counters or says why not.
+    metrics_by_variant: Mapping[str, LiveMetrics] = field(default_factory=dict)
     baseline: str | None = None  # None: the first endpoint
     hardware: Hardware | None = None
     log: Callable[[str], None] = _to_stderr
@@ -127,8 +130,7 @@ async def run_benchmark(
                     continue
 
                 def job(e: Endpoint, case: TestCase = case, seed: int = seed, stop: Stop = stop) -> Awaitable[CaseRun]:
-                    k = k_by_variant.get(e.name)
-                    return _case_run(sessions[e.name], e.name, targets[e.name], case, settings, options, seed, k, stop)
+                    return _case_run(sessions[e.name], e.name, targets[e.name], case, settings, options, seed, stop)
 
                 if settings.mode == "simultaneous":
                     done = list(await asyncio.gather(*(job(e) for e in todo)))
@@ -190,7 +192,6 @@ async def _case_run(
     settings: RunSettings,
     options: RunOptions,
     seed: int,
-    k: int | None,
     stop: Stop = "fixed",
 ) -> CaseRun:
     common = {
@@ -215,7 +216,7 @@ async def _case_run(
         **common,
     )
     after, why = await scrape(session, target.base_url)
-    spec = acceptance(before, after, num_speculative_tokens=k)
+    spec = acceptance(before, after, metrics=options.metrics_by_variant.get(variant))
     if after is None:
         spec = spec.model_copy(update={"note": f"not exposed: {why}"})
     return CaseRun(

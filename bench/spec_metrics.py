@@ -1,18 +1,16 @@
-"""Speculative-decoding acceptance from vLLM's Prometheus /metrics, for both engine generations.
+"""Speculative-decoding acceptance from vLLM's Prometheus /metrics, read with the serving stack's own counters.
 
 Why here and not in the client: acceptance is a server-side count (drafted vs accepted tokens) that no
 stream shows. We scrape /metrics before and after each (variant, test case) run and difference the counters.
 
-- vLLM V1 (`vllm/v1/spec_decode/metrics.py`, class SpecDecodingProm): counters
+The names are the stack's (serving_stacks/contract.py LiveMetrics.acceptance, handed on by config/live_metrics.py):
+- vllm-neuron (vLLM 0.29.0's V1 engine, `vllm/v1/spec_decode/metrics.py` SpecDecodingProm): counters
   `vllm:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`, `..._num_accepted_tokens_total` and
   `..._num_accepted_tokens_per_pos_total{position="i"}`; windowed deltas give exact acceptance.
-- vLLM V0 (`vllm/engine/metrics.py` as of v0.9.1, the serving image's engine): gauges
-  `vllm:spec_decode_draft_acceptance_rate`, `vllm:spec_decode_efficiency` and "counters"
-  `vllm:spec_decode_num_{accepted,draft,emitted}_tokens_total`. Those counters are incremented every 5 s by
-  the sampler's *running totals* (`PrometheusStatLogger.log` -> `_log_counter(..., accepted_tokens)` with
-  `accepted_tokens = _aggregate_num_accepted_tokens`), so their deltas are not windowed counts. We report the
-  gauges instead, which are cumulative since server start, and say so in `scope`.
-- The Neuron fused-speculation path may fill neither: the result then says "not exposed" and the run goes on.
+- legacy-v0 (vLLM 0.9.1's V0 engine on Neuron): none. Its Neuron worker never fills the spec-decode worker metrics
+  that V0's `vllm:spec_decode_*` series are set from; the result says so with the stack's reason, and `bench report`
+  shows tokens per streamed chunk instead.
+Without the variant's stack (no config, or an endpoint that is no profile) every stack's counters are tried.
 """
 
 from __future__ import annotations
@@ -25,13 +23,7 @@ from typing import Literal
 import aiohttp
 from pydantic import BaseModel, ConfigDict
 
-# The series' names live in config/metrics.py (the live dashboard reads them too); V1/V0 name the engine generation.
-from config.metrics import SPEC_ACCEPTED_PER_POSITION as V1_PER_POS
-from config.metrics import SPEC_ACCEPTED_TOKENS as V1_ACCEPTED
-from config.metrics import SPEC_DRAFT_TOKENS as V1_DRAFT_TOKENS
-from config.metrics import SPEC_DRAFTS as V1_DRAFTS
-from config.metrics import SPEC_V0_ACCEPTANCE_RATE as V0_ACCEPTANCE_RATE
-from config.metrics import SPEC_V0_EFFICIENCY as V0_EFFICIENCY
+from config.live_metrics import POSITION_LABEL, VOCABULARIES, AcceptanceCounters, LiveMetrics, total
 
 
 @dataclass(frozen=True)
@@ -106,7 +98,9 @@ def _unescape(value: str) -> str:
 
 
 class SpecDecodeResult(BaseModel):
-    """Acceptance for one (variant, test case) window, or why there is none."""
+    """Acceptance for one (variant, test case) window, or why there is none. `engine` "v1": vLLM V1's counters;
+    "v0", `scope` "since_server_start" and `system_efficiency` are read from results files of earlier versions, which
+    also read V0's gauges (no pinned stack sets them)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -127,27 +121,32 @@ def acceptance(
     before: str | None,
     after: str | None,
     *,
+    metrics: LiveMetrics | None = None,
     model_name: str | None = None,
-    num_speculative_tokens: int | None = None,
 ) -> SpecDecodeResult:
-    """Acceptance between two scrapes. `num_speculative_tokens` (k) lets V0's efficiency gauge give the mean
-    acceptance length; pass it when known. Never raises on missing metrics: it explains in `note`."""
+    """Acceptance between two scrapes, with the variant's stack's counters (`metrics`: the profile's
+    live_metrics), or without them with every stack's. Never raises on missing metrics: it explains in `note`."""
+    if metrics is not None and metrics.acceptance is None:
+        return SpecDecodeResult(engine="none", exposed=False, note=f"not exposed: {metrics.no_acceptance}")
     if after is None:
         return SpecDecodeResult(engine="none", exposed=False, note="metrics not scraped: /metrics unreachable")
     post = parse_prometheus(after)
-    if post.has(V1_DRAFTS) or (V1_DRAFTS in post.declared and not post.has(V0_ACCEPTANCE_RATE)):
-        return _v1(parse_prometheus(before) if before is not None else None, post, model_name)
-    if post.has(V0_ACCEPTANCE_RATE) or V0_ACCEPTANCE_RATE in post.declared:
-        return _v0(post, model_name, num_speculative_tokens)
-    return SpecDecodeResult(
-        engine="none", exposed=False, note="not exposed: no vllm:spec_decode_* metrics on this server"
-    )
+    candidates = [metrics.acceptance] if metrics is not None and metrics.acceptance else _every_stacks_counters()
+    served = next((c for c in candidates if post.has(total(c.drafts)) or total(c.drafts) in post.declared), None)
+    if served is None:
+        names = ", ".join(sorted({total(c.drafts) for c in candidates}))
+        return SpecDecodeResult(engine="none", exposed=False, note=f"not exposed: no {names} on this server")
+    return _window(parse_prometheus(before) if before is not None else None, post, served, model_name)
 
 
-def _v1(pre: Exposition | None, post: Exposition, model: str | None) -> SpecDecodeResult:
+def _every_stacks_counters() -> list[AcceptanceCounters]:
+    return list(dict.fromkeys(m.acceptance for m in VOCABULARIES if m.acceptance is not None))
+
+
+def _window(pre: Exposition | None, post: Exposition, c: AcceptanceCounters, model: str | None) -> SpecDecodeResult:
     if pre is None:
         return SpecDecodeResult(engine="v1", exposed=True, note="no scrape before the run, so no window to difference")
-    names = (V1_DRAFTS, V1_DRAFT_TOKENS, V1_ACCEPTED)
+    names = (total(c.drafts), total(c.draft_tokens), total(c.accepted_tokens))
     deltas = [(post.total(n, model) or 0.0) - (pre.total(n, model) or 0.0) for n in names]
     drafts, draft_tokens, accepted = deltas
     if any(d < 0 for d in deltas):
@@ -164,8 +163,9 @@ def _v1(pre: Exposition | None, post: Exposition, model: str | None) -> SpecDeco
             accepted_tokens=accepted,
             note="exposed, but no speculative steps were counted in this window",
         )
-    before_pos = pre.by_label(V1_PER_POS, "position", model)
-    after_pos = post.by_label(V1_PER_POS, "position", model)
+    per_pos = total(c.accepted_per_position)
+    before_pos = pre.by_label(per_pos, POSITION_LABEL, model)
+    after_pos = post.by_label(per_pos, POSITION_LABEL, model)
     positions = sorted(after_pos, key=lambda p: int(p) if p.isdigit() else math.inf)
     per_position = [(after_pos[p] - before_pos.get(p, 0.0)) / drafts for p in positions]
     return SpecDecodeResult(
@@ -178,31 +178,6 @@ def _v1(pre: Exposition | None, post: Exposition, model: str | None) -> SpecDeco
         drafts=drafts,
         draft_tokens=draft_tokens,
         accepted_tokens=accepted,
-    )
-
-
-def _v0(post: Exposition, model: str | None, k: int | None) -> SpecDecodeResult:
-    rate = post.total(V0_ACCEPTANCE_RATE, model)
-    efficiency = post.total(V0_EFFICIENCY, model)
-    if rate is None or math.isnan(rate):
-        return SpecDecodeResult(
-            engine="v0",
-            exposed=False,
-            note="not exposed: V0 spec-decode gauges are declared but never set (no speculative steps reported)",
-        )
-    efficiency = None if efficiency is None or math.isnan(efficiency) else efficiency
-    mean_length = efficiency * (k + 1) if efficiency is not None and k else None
-    note = "V0 gauges are cumulative since server start (V0 counters sum running totals, so not differenced)"
-    if mean_length is None and efficiency is not None:
-        note += "; pass k to turn efficiency into mean acceptance length"
-    return SpecDecodeResult(
-        engine="v0",
-        exposed=True,
-        scope="since_server_start",
-        note=note,
-        acceptance_rate=rate,
-        mean_acceptance_length=mean_length,
-        system_efficiency=efficiency,
     )
 
 

@@ -3,8 +3,9 @@ lets KEDA query the managed Prometheus workspace, and what the managed scraper n
 path to the vLLM pods; AMP grants its Kubernetes access itself).
 
 Each ScaledObject makes KEDA run an HPA (autoscaling/v2) on the profile's Deployment with the metric
-sum(vllm:num_requests_waiting) as an AverageValue target, i.e. requests waiting per replica. Its numbers come from
-the `scaling` section of the config (config/scaling.py); the behaviour is replayed in tests/charts/test_autoscaling.py.
+the sum of its stack's requests-waiting gauge (LiveMetrics, serving_stacks/contract.py: vllm:num_requests_waiting on
+both pinned stacks) as an AverageValue target, i.e. requests waiting per replica. Its numbers come from the `scaling`
+section of the config (config/scaling.py); the behaviour is replayed in tests/charts/test_autoscaling.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from config.labels import VLLM_POD_LABELS
-from config.metrics import NAMESPACE_LABEL, PROFILE_LABEL, REQUESTS_RUNNING, REQUESTS_WAITING
+from config.metrics import NAMESPACE_LABEL, PROFILE_LABEL
 from config.ports import METRICS_SIDECAR_PORT
 from config.scaling import WarmWindow, max_replicas, min_replicas, running_threshold, waiting_threshold
 from config.schema import DeploymentConfig, ServingProfile
@@ -32,14 +33,14 @@ def selector(namespace: str, profile: str) -> str:
     return f'{{{NAMESPACE_LABEL}="{namespace}",{PROFILE_LABEL}="{profile}"}}'
 
 
-def waiting_query(namespace: str, profile: str) -> str:
-    """Requests waiting summed over the profile's pods; the HPA divides by replicas (AverageValue)."""
-    return f"sum({REQUESTS_WAITING}{selector(namespace, profile)})"
+def waiting_query(namespace: str, profile: ServingProfile) -> str:
+    """Requests waiting summed over the profile's pods (its stack's gauge); the HPA divides by replicas (AverageValue)."""
+    return f"sum({profile.live_metrics.requests_waiting}{selector(namespace, profile.name)})"
 
 
-def running_query(namespace: str, profile: str) -> str:
-    """Requests in the profile's batches summed over its pods; the HPA divides by replicas (AverageValue)."""
-    return f"sum({REQUESTS_RUNNING}{selector(namespace, profile)})"
+def running_query(namespace: str, profile: ServingProfile) -> str:
+    """Requests in the profile's batches summed over its pods (its stack's gauge); the HPA divides by replicas."""
+    return f"sum({profile.live_metrics.requests_running}{selector(namespace, profile.name)})"
 
 
 def serving_replicas_query(namespace: str, profile: str) -> str:
@@ -93,10 +94,8 @@ def scaled_object(config: DeploymentConfig, profile: ServingProfile, query_url: 
             }
         },
         "triggers": [
-            _trigger(
-                config, WAITING_TRIGGER, waiting_query(ns, profile.name), waiting_threshold(s, profile), query_url
-            ),
-            _trigger(config, RUNNING_TRIGGER, running_query(ns, profile.name), running_threshold(profile), query_url),
+            _trigger(config, WAITING_TRIGGER, waiting_query(ns, profile), waiting_threshold(s, profile), query_url),
+            _trigger(config, RUNNING_TRIGGER, running_query(ns, profile), running_threshold(profile), query_url),
             *(warm_trigger(i, w) for i, w in enumerate(s.warm_schedule)),
         ],
     }

@@ -2,10 +2,12 @@
 
 One row per profile (TTFT and inter-token latency p50/p99 from vLLM's histograms, output tokens/s, the live draft
 acceptance rate, requests waiting and running, serving replicas), one row for the endpoint (the split per arm and the
-spill of each spilling arm, from Envoy's cluster stats) and one for the verdict (live ITL speedup of each speculative
-profile over the baseline, beside the last benchmark's from CloudWatch). Every query selects through the labels the
-scraper writes and KEDA reads (charts/autoscaling.selector); tests/charts/test_live_dashboard.py checks that each one
-parses as PromQL and reads only series the rendered scrape jobs keep. The viewer and why: docs/dashboard.md.
+spill of each spilling arm, from Envoy's cluster stats) and one for the verdict (live token-weighted ITL speedup of
+each speculative profile over the baseline, beside the last benchmark's from CloudWatch). Each profile's panels read
+its own stack's series (`ServingProfile.live_metrics`, owned by serving_stacks/contract.py LiveMetrics); a panel its
+stack cannot report is a text panel saying why. Every query selects through the labels the scraper writes and KEDA
+reads (charts/autoscaling.selector); tests/charts/test_live_dashboard.py checks that each one parses as PromQL and
+reads only series its profile's vLLM serves and the rendered scrape jobs keep. The viewer and why: docs/dashboard.md.
 
 Rendering only: nothing here runs or queries anything.
 """
@@ -18,8 +20,9 @@ from typing import Any
 from charts.autoscaling import running_query, selector, serving_replicas_query, waiting_query
 from charts.envoy_bootstrap import spill_thresholds
 from config.endpoint import CAPPED_SUFFIX, SPILL_METRICS
-from config.metrics import ITL, NAMESPACE_LABEL, SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS, TEST_CASE, VARIANT
+from config.metrics import ITL, NAMESPACE_LABEL, TEST_CASE, VARIANT
 from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
+from serving_stacks.contract import AcceptanceCounters, buckets, total
 
 # A rate over at least four samples of the managed scraper (30 s minimum interval, AMP user guide "Using an AWS
 # managed collector"): Grafana's own $__rate_interval rule is max(4 x scrape interval, step + scrape interval).
@@ -34,11 +37,6 @@ DASHBOARD_UID = "trn-specdec-live"
 # a number at or below the running Grafana's is safe; 39 is Grafana 11's (not checked against 13.2's own number).
 SCHEMA_VERSION = 39
 
-# vLLM 0.29.0's series as its Prometheus client exposes them (vllm/v1/metrics/loggers.py: histograms get _bucket,
-# counters _total); the spec_decode counters are config/metrics.py's (bench reads them too).
-TTFT_BUCKETS = "vllm:time_to_first_token_seconds_bucket"
-ITL_BUCKETS = "vllm:inter_token_latency_seconds_bucket"
-GENERATION_TOKENS = "vllm:generation_tokens_total"
 # Envoy 1.40's cluster traffic stats as its /stats/prometheus names them: envoy_cluster_<stat>{envoy_cluster_name=...}.
 # Read from the pinned binary itself (tests/charts/test_live_dashboard.py scrapes it on the rendered bootstrap).
 ENVOY_REQUESTS = "envoy_cluster_upstream_rq_total"
@@ -58,24 +56,47 @@ def _rate(series: str, sel: str) -> str:
     return f"rate({series}{sel}[{RATE_WINDOW}])"
 
 
-def quantile_query(q: float, buckets: str, namespace: str, profile: str) -> str:
-    """A quantile of a vLLM histogram over every pod of the profile (buckets summed before the quantile)."""
-    return f"histogram_quantile({q}, sum by (le) ({_rate(buckets, selector(namespace, profile))}))"
+def quantile_query(q: float, histogram: str, namespace: str, profile: str) -> str:
+    """A quantile of a vLLM histogram (base name) over every pod of the profile (buckets summed before the quantile)."""
+    return f"histogram_quantile({q}, sum by (le) ({_rate(buckets(histogram), selector(namespace, profile))}))"
 
 
-def tokens_per_second_query(namespace: str, profile: str) -> str:
-    return f"sum({_rate(GENERATION_TOKENS, selector(namespace, profile))})"
+def counts_steps(profile: ServingProfile) -> bool:
+    """Whether the profile's generation counter counts engine steps rather than tokens (its stack's engine counts one
+    token per request per step, and the profile speculates, so a step emits several)."""
+    return profile.speculative and profile.live_metrics.generation_counts_steps
 
 
-def acceptance_query(namespace: str, profile: str) -> str:
+def tokens_per_second_query(namespace: str, profile: ServingProfile) -> str:
+    """Output tokens per second: the stack's generation counter, or where that counts steps (counts_steps) the token
+    counts of the requests that finished, which include every speculated token."""
+    m, sel = profile.live_metrics, selector(namespace, profile.name)
+    if counts_steps(profile):
+        return f"sum({_rate(m.request_generation_tokens + '_sum', sel)})"
+    return f"sum({_rate(total(m.generation_tokens), sel)})"
+
+
+def acceptance_query(namespace: str, profile: str, counters: AcceptanceCounters) -> str:
     """vLLM's draft acceptance rate: accepted / proposed draft tokens (what `bench` reports as the server's)."""
     sel = selector(namespace, profile)
-    return f"sum({_rate(SPEC_ACCEPTED_TOKENS, sel)}) / sum({_rate(SPEC_DRAFT_TOKENS, sel)})"
+    return f"sum({_rate(total(counters.accepted_tokens), sel)}) / sum({_rate(total(counters.draft_tokens), sel)})"
 
 
-def speedup_query(namespace: str, baseline: str, profile: str) -> str:
-    """Live ITL speedup: the baseline's p50 inter-token latency over the speculative profile's (above 1 is faster)."""
-    return f"{quantile_query(0.5, ITL_BUCKETS, namespace, baseline)} / {quantile_query(0.5, ITL_BUCKETS, namespace, profile)}"
+def token_itl_query(namespace: str, profile: ServingProfile) -> str:
+    """Token-weighted inter-token latency of the requests that finished in the window: their decode time (first to
+    last token) over their tokens after the first, as bench's ITL weighs it. vLLM's ITL histogram cannot give this: it
+    observes one interval per request per engine step, however many tokens the step emitted."""
+    m, sel = profile.live_metrics, selector(namespace, profile.name)
+    decode = f"sum({_rate(m.request_decode_time + '_sum', sel)})"
+    tokens = f"sum({_rate(m.request_generation_tokens + '_sum', sel)})"
+    requests = f"sum({_rate(m.request_generation_tokens + '_count', sel)})"
+    return f"{decode} / ({tokens} - {requests})"
+
+
+def speedup_query(namespace: str, baseline: ServingProfile, profile: ServingProfile) -> str:
+    """Live ITL speedup: the baseline's token-weighted inter-token latency over the speculative profile's, each from
+    its own stack's series (above 1 is faster)."""
+    return f"({token_itl_query(namespace, baseline)}) / ({token_itl_query(namespace, profile)})"
 
 
 def _envoy(series: str, namespace: str, clusters: str) -> str:
@@ -154,8 +175,6 @@ class DashboardBuilder:
         description: str = "",
         targets: list[dict[str, Any]] | None = None,
     ) -> None:
-        if self._x + width > self.WIDTH:
-            self._newline()
         refs = [chr(ord("A") + i) for i in range(len(queries))]
         prometheus = [
             {
@@ -167,6 +186,7 @@ class DashboardBuilder:
             }
             for ref, q in zip(refs, queries, strict=True)
         ]
+        self._place(width, height)
         self.panels.append(
             {
                 "type": kind,
@@ -180,32 +200,78 @@ class DashboardBuilder:
                 "targets": [*prometheus, *(targets or [])],
             }
         )
+        self._advance(width, height)
+
+    def note(self, title: str, text: str, *, width: int = 6, height: int = 8) -> None:
+        """A text panel in place of a panel the profile's stack cannot fill: it says why, where the data would be."""
+        self._place(width, height)
+        self.panels.append(
+            {
+                "type": "text",
+                "id": self._next_id(),
+                "title": title,
+                "description": text,
+                "gridPos": {"h": height, "w": width, "x": self._x, "y": self._y},
+                "options": {"mode": "markdown", "content": text},
+            }
+        )
+        self._advance(width, height)
+
+    def _place(self, width: int, height: int) -> None:
+        if self._x + width > self.WIDTH:
+            self._newline()
+
+    def _advance(self, width: int, height: int) -> None:
         self._x += width
         self._row_height = max(self._row_height, height)
 
 
 def _profile_row(b: DashboardBuilder, ns: str, p: ServingProfile) -> None:
-    name = p.name
+    name, m = p.name, p.live_metrics
     d = p.decoding
     b.row(f"{name} ({d.method}, k={d.num_speculative_tokens})" if isinstance(d, DraftSpeculation) else name)
-    for title, buckets in (("time to first token", TTFT_BUCKETS), ("inter-token latency", ITL_BUCKETS)):
-        b.panel(
-            f"{name}: {title} p50 / p99",
-            [Query(quantile_query(q, buckets, ns, name), f"p{int(q * 100)}") for q in (0.5, 0.99)],
-            unit="s",
-        )
-    b.panel(f"{name}: output tokens/s", [Query(tokens_per_second_query(ns, name), "tokens/s")], unit="short")
+    b.panel(
+        f"{name}: time to first token p50 / p99",
+        [Query(quantile_query(q, m.ttft, ns, name), f"p{int(q * 100)}") for q in (0.5, 0.99)],
+        unit="s",
+        description=f"vLLM's {m.ttft} (vLLM {m.vllm_version}).",
+    )
+    b.panel(
+        f"{name}: inter-token latency p50 / p99",
+        [Query(quantile_query(q, m.itl, ns, name), f"p{int(q * 100)}") for q in (0.5, 0.99)],
+        unit="s",
+        description=f"vLLM's {m.itl} (vLLM {m.vllm_version}): one interval per request per engine step, so on a "
+        "speculative profile an interval spans every token of its step. Compare profiles in the verdict row "
+        "(token-weighted), not by these quantiles.",
+    )
+    b.panel(
+        f"{name}: output tokens/s",
+        [Query(tokens_per_second_query(ns, p), "tokens/s")],
+        unit="short",
+        description=f"Tokens of the requests that finished, from {m.request_generation_tokens}: vLLM "
+        f"{m.vllm_version} counts one token per request per step in {m.generation_tokens}, and this profile's steps "
+        "emit several."
+        if counts_steps(p)
+        else f"vLLM's {m.generation_tokens} counter.",
+    )
     if p.speculative:
-        b.panel(
-            f"{name}: draft acceptance rate",
-            [Query(acceptance_query(ns, name), "accepted / proposed")],
-            unit="percentunit",
-            description="vLLM's spec_decode counters. Empty on the legacy-v0 fused path, which never sets them "
-            "(the benchmark's tokens per streamed chunk stand in there).",
-        )
+        title = f"{name}: draft acceptance rate"
+        if m.acceptance is None:
+            b.note(
+                title,
+                f"No data on this stack: {m.no_acceptance} `bench run` reports tokens per streamed chunk "
+                "(client-derived acceptance length) instead.",
+            )
+        else:
+            b.panel(
+                title,
+                [Query(acceptance_query(ns, name, m.acceptance), "accepted / proposed")],
+                unit="percentunit",
+                description=f"vLLM's {m.acceptance.accepted_tokens} / {m.acceptance.draft_tokens} counters.",
+            )
     b.panel(
         f"{name}: requests waiting / running",
-        [Query(waiting_query(ns, name), "waiting"), Query(running_query(ns, name), "running")],
+        [Query(waiting_query(ns, p), "waiting"), Query(running_query(ns, p), "running")],
         unit="short",
         description="The series KEDA scales on, summed over the profile's pods.",
     )
@@ -227,7 +293,8 @@ def live_dashboard(config: DeploymentConfig) -> dict[str, Any]:
     """The whole dashboard JSON."""
     ns = config.namespace
     spilling = spilling_arms(config)
-    baseline = config.baseline_profile.name
+    base = config.baseline_profile
+    baseline = base.name
     b = DashboardBuilder()
     for p in config.profiles:
         _profile_row(b, ns, p)
@@ -247,16 +314,19 @@ def live_dashboard(config: DeploymentConfig) -> dict[str, Any]:
             width=12,
             description="Requests the arm's circuit breaker refused, which Envoy retried on the baseline.",
         )
-    others = [p.name for p in config.profiles if p.speculative]
+    others = [p for p in config.profiles if p.speculative]
     if others:
         b.row(f"verdict: ITL speedup over {baseline}")
-        for name in others:
+        for p in others:
+            name = p.name
             b.panel(
-                f"{name}: live ITL p50 speedup",
-                [Query(speedup_query(ns, baseline, name), "live")],
+                f"{name}: live ITL speedup (token-weighted)",
+                [Query(speedup_query(ns, base, p), "live")],
                 unit="x",
                 width=12,
-                description=f"p50 inter-token latency of {baseline} / {name}, live (above 1 is faster).",
+                description=f"Token-weighted inter-token latency of {baseline} / {name} over the requests that "
+                f"finished in the last {RATE_WINDOW}: each profile's decode time over its tokens after the first, from "
+                "its own vLLM's per-request histograms (above 1 is faster).",
             )
             b.panel(
                 f"{name}: last benchmark's ITL speedup",

@@ -26,20 +26,9 @@ REQUEST_ERRORS = "RequestErrors"
 ACCEPTANCE_RATE = "AcceptanceRate"
 MEAN_ACCEPTANCE_LENGTH = "MeanAcceptanceLength"
 
-# Live vLLM series in the Prometheus workspace (V0 vllm/engine/metrics.py, V1 vllm/v1/metrics/loggers.py).
+# Live vLLM series in the Prometheus workspace: each serving stack's own names are its LIVE_METRICS
+# (serving_stacks/contract.py LiveMetrics, the one owner; a profile's are ServingProfile.live_metrics).
 VLLM_METRIC_PREFIXES = ("vllm:", "vllm_neuron:")  # what the scraper keeps
-REQUESTS_WAITING = "vllm:num_requests_waiting"
-REQUESTS_RUNNING = "vllm:num_requests_running"
-# vLLM's speculative-decoding series. V1 counters (vllm/v1/spec_decode/metrics.py at 0.29.0, SpecDecodingProm: the
-# client adds _total): their windowed deltas give acceptance; the live dashboard reads drafted and accepted tokens,
-# bench (bench/spec_metrics.py) all four. V0 gauges (vllm/engine/metrics.py at 0.9.1, cumulative since start): bench
-# reports those on the legacy engine.
-SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
-SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-SPEC_ACCEPTED_TOKENS = "vllm:spec_decode_num_accepted_tokens_total"
-SPEC_ACCEPTED_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"  # label position="i"
-SPEC_V0_ACCEPTANCE_RATE = "vllm:spec_decode_draft_acceptance_rate"
-SPEC_V0_EFFICIENCY = "vllm:spec_decode_efficiency"
 # Labels the scrape puts on every vLLM series.
 PROFILE_LABEL = "profile"
 NAMESPACE_LABEL = "namespace"

@@ -74,6 +74,12 @@ def model_problems(config: DeploymentConfig) -> list[str]:
         problems += stack.profile_problems(p, where)
         if isinstance(p.decoding, DraftSpeculation):
             d = p.decoding
+            if d.tuned_acceptance_rate is not None and stack.LIVE_METRICS.acceptance is None:
+                problems.append(
+                    f"{where}.decoding.tuned_acceptance_rate={d.tuned_acceptance_rate} cannot be watched on the "
+                    f"{stack.NAME} stack: {stack.LIVE_METRICS.no_acceptance} Leave it out (no acceptance alert on "
+                    "this stack), or serve the profile on a stack that reports acceptance"
+                )
             if d.draft not in config.models:
                 problems.append(f"{where}.decoding.draft={d.draft!r} is not a key of models; add it under models")
                 continue

@@ -44,7 +44,8 @@ from config.ports import DEFAULT_API_PORT
 from config.scaling import ScalingConfig
 from config.speculation import K_MAX, K_MIN, K_RANGE
 from config.tags import DEPLOYMENT_TAG_KEY, PROJECT_TAG_KEY, PROJECT_TAG_VALUE
-from serving_stacks import DEFAULT_IMAGE_TAG, SPECULATIVE_METHODS, STACKS, catalogue, stack_serving
+from serving_stacks import DEFAULT_IMAGE_TAG, SPECULATIVE_METHODS, STACKS, catalogue, stack_named, stack_serving
+from serving_stacks.contract import LiveMetrics
 
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$")]
 ProfileName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$")]
@@ -167,7 +168,8 @@ class DraftSpeculation(_Strict):
         lt=1,  # the live rate never exceeds 1, so at 1 the alert would always fire
         description="vLLM's draft acceptance rate (accepted / proposed draft tokens, a fraction) this profile showed "
         "when it was tuned: the server acceptance `bench run`/`bench sweep` report, in percent there. Set: an alert "
-        "fires when the live rate stays below it for 15 minutes (draft or traffic drift). Unset: no alert.",
+        "fires when the live rate stays below it for 15 minutes (draft or traffic drift). Unset: no alert. Only on a "
+        "stack whose vLLM reports acceptance (vllm-neuron; legacy-v0 does not).",
     )
 
     @field_validator("num_speculative_tokens")
@@ -237,6 +239,12 @@ class ServingProfile(ServingDefaults):
     @property
     def speculative(self) -> bool:
         return self.decoding.method != "none"
+
+    @property
+    def live_metrics(self) -> LiveMetrics:
+        """The series this profile's vLLM serves that the dashboard, KEDA, the alert rules and bench read: its
+        stack's (serving_stacks/contract.py LiveMetrics)."""
+        return stack_named(self.image.stack).LIVE_METRICS
 
 
 def ipv4_network(text: str, *, prefixes: range = range(0, 33)) -> str:

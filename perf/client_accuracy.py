@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=3)
     a = p.parse_args(argv)
     pattern = tuple(int(x) for x in a.pattern.split(","))
-    script = Script(ttft_s=a.ttft_ms / 1000, step_s=a.step_ms / 1000, pattern=pattern, metrics="none")
+    script = Script(ttft_s=a.ttft_ms / 1000, step_s=a.step_ms / 1000, pattern=pattern)
     seconds = a.ttft_ms / 1000 + len(script.chunk_sizes(a.tokens)) * a.step_ms / 1000
     print(f"{a.tokens} tokens per request in chunks of {a.pattern}, {a.step_ms:g} ms apart, TTFT {a.ttft_ms:g} ms")
     print(f"max over requests of |client - server truth|, median (best) of {a.trials} trials")

@@ -5,10 +5,10 @@
 No Grafana and no Prometheus run here, so this records the series themselves: the pinned Envoy on the rendered
 bootstrap (every session to `speculative`, spill threshold 4) in front of two loopback vLLM stand-ins, driven by
 bench's client at 2, then 10, then 3 concurrent streams. Every second it reads Envoy's /stats/prometheus and the
-stand-ins' /metrics (vLLM V1 names), then draws four of the dashboard's panels with the dashboard's own formulas:
-requests/s per arm, the share spilled to the baseline, the draft acceptance rate and requests running. Rates are
-over 10 s here (the dashboard's 2 m at a 30 s scrape), because the run is one minute. The stand-ins serve no
-latency histograms, so the TTFT/ITL and speedup panels are not drawn. Prints the numbers it plots.
+stand-ins' /metrics (the vllm-neuron stack's names, whose acceptance panel has data), then draws four of the
+dashboard's panels with the dashboard's own formulas: requests/s per arm, the share spilled to the baseline, the draft
+acceptance rate and requests running. Rates are over 10 s here (the dashboard's 2 m at a 30 s scrape), because the run
+is one minute. The TTFT/ITL and speedup panels are not drawn. Prints the numbers it plots.
 """
 
 from __future__ import annotations
@@ -31,12 +31,14 @@ from charts.envoy_bootstrap import Upstream  # noqa: E402
 from charts.live_dashboard import ENVOY_REQUESTS  # noqa: E402
 from config import parse_config  # noqa: E402
 from config.endpoint import CAPPED_SUFFIX, METRICS_PATH, SPILL_METRICS  # noqa: E402
-from config.metrics import REQUESTS_RUNNING, SPEC_ACCEPTED_TOKENS, SPEC_DRAFT_TOKENS  # noqa: E402
+from config.live_metrics import of_stack, total  # noqa: E402
 from tests.conftest import default_config_dict  # noqa: E402
 from tests.router_harness import envoy_router, stand_in  # noqa: E402
 
 WINDOW_S = 10
 PHASES = (2, 10, 3)
+STACK = "vllm-neuron"  # the stand-ins speak its vLLM's series: the one whose acceptance panel has data
+LIVE = of_stack(STACK)
 TOKENS = 24
 
 
@@ -84,8 +86,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "dashboard-preview.png")
     parser.add_argument("--phase-s", type=float, default=20.0)
     args = parser.parse_args(argv)
-    spec_args = ("--metrics", "v1", "--pattern", "3,2,4,1", "--k", "4", "--step-per-seq-ms", "12")
-    base_args = ("--metrics", "v1", "--pattern", "1", "--step-per-seq-ms", "1")
+    spec_args = ("--stack", STACK, "--pattern", "3,2,4,1", "--k", "4", "--step-per-seq-ms", "12")
+    base_args = ("--stack", STACK, "--pattern", "1", "--step-per-seq-ms", "1")
     data = default_config_dict()
     data["endpoint"] = {"weights": {"speculative": 100}, "spill_threshold": {"speculative": 4}}
     config = parse_config(data)
@@ -139,10 +141,12 @@ def draw(samples: list, out: Path) -> None:
     def vllm(profile: str, name: str):
         return lambda s: s[2][profile].get((name, ""), 0.0)
 
-    acc = [rate(samples, i, vllm("speculative", SPEC_ACCEPTED_TOKENS)) for i in idx]
-    drafts = [rate(samples, i, vllm("speculative", SPEC_DRAFT_TOKENS)) for i in idx]
+    counters = LIVE.acceptance
+    assert counters is not None
+    acc = [rate(samples, i, vllm("speculative", total(counters.accepted_tokens))) for i in idx]
+    drafts = [rate(samples, i, vllm("speculative", total(counters.draft_tokens))) for i in idx]
     acceptance = [a / d if d > 0 else float("nan") for a, d in zip(acc, drafts, strict=True)]
-    running = {p: [vllm(p, REQUESTS_RUNNING)(x) for x in samples] for p in ("baseline", "speculative")}
+    running = {p: [vllm(p, LIVE.requests_running)(x) for x in samples] for p in ("baseline", "speculative")}
 
     fig, axes = plt.subplots(2, 2, figsize=(12, 6.5), constrained_layout=True)
     fig.suptitle("trn-specdec: live serving (recorded on loopback: pinned Envoy + vLLM stand-ins; not Grafana)")

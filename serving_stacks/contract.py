@@ -73,6 +73,87 @@ class LocalCache:
     size_gib: int
 
 
+def buckets(histogram: str) -> str:
+    """A histogram's bucket series as prometheus_client exposes it (also `_sum` and `_count`, with `le` on buckets)."""
+    return histogram + "_bucket"
+
+
+def total(counter: str) -> str:
+    """A counter's series as prometheus_client exposes it: the base name plus `_total` (prometheus_client strips a
+    `_total` the source wrote, so vLLM 0.9.1's `vllm:generation_tokens_total` and 0.29.0's `vllm:generation_tokens`
+    are both served as `vllm:generation_tokens_total`)."""
+    return counter + "_total"
+
+
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+POSITION_LABEL = "position"  # the draft position of a per-position acceptance counter
+
+
+@dataclass(frozen=True)
+class AcceptanceCounters:
+    """A stack's speculative-decoding counters (base names). Over a window, accepted / draft tokens is vLLM's draft
+    acceptance rate and 1 + accepted tokens / drafts the mean acceptance length."""
+
+    drafts: str
+    draft_tokens: str
+    accepted_tokens: str
+    accepted_per_position: str  # one series per draft position, labelled POSITION_LABEL
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        return (self.drafts, self.draft_tokens, self.accepted_tokens, self.accepted_per_position)
+
+
+@dataclass(frozen=True)
+class LiveMetrics:
+    """The Prometheus series a stack's vLLM serves on /metrics that the live dashboard, KEDA, the alert rules and
+    bench read, as base names (prometheus_client's exposition adds `_bucket`/`_sum`/`_count` to a histogram and
+    `_total` to a counter: `buckets`, `total`). tests/serving_stacks/test_live_metrics.py reads every name from the
+    pinned vLLM's own source (`sources`, below its site-packages)."""
+
+    vllm_version: str
+    sources: tuple[str, ...]  # the files of that vLLM that define these series
+    labels: tuple[str, ...]  # the labels vLLM puts on each of them
+    ttft: str  # histogram: time to first token per request
+    # histogram: one interval per request per engine step, so on a speculative profile one interval spans every
+    # token the step emitted (vLLM 0.9.1 vllm/engine/llm_engine.py _get_stats; 0.29.0 vllm/v1/metrics/stats.py)
+    itl: str
+    generation_tokens: str  # counter
+    # True when the engine counts one generated token per request per decode step, however many the step emitted:
+    # under speculation the counter's rate is then steps per second, not tokens.
+    generation_counts_steps: bool
+    request_decode_time: str  # histogram per finished request: first to last token
+    request_generation_tokens: str  # histogram per finished request: its output tokens (speculated ones included)
+    requests_waiting: str  # gauge
+    requests_running: str  # gauge
+    acceptance: AcceptanceCounters | None  # None: the stack's vLLM reports no acceptance, and `no_acceptance` says why
+    no_acceptance: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.acceptance is None) != bool(self.no_acceptance):
+            raise ValueError("LiveMetrics: give the acceptance counters, or None and one sentence in no_acceptance")
+
+    @property
+    def histograms(self) -> tuple[str, ...]:
+        return (self.ttft, self.itl, self.request_decode_time, self.request_generation_tokens)
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        return (self.generation_tokens, *(self.acceptance.counters if self.acceptance else ()))
+
+    @property
+    def gauges(self) -> tuple[str, ...]:
+        return (self.requests_waiting, self.requests_running)
+
+    def exposed(self) -> frozenset[str]:
+        """Every series name these become on /metrics."""
+        return frozenset(
+            [h + s for h in self.histograms for s in HISTOGRAM_SUFFIXES]
+            + [total(c) for c in self.counters]
+            + list(self.gauges)
+        )
+
+
 @runtime_checkable
 class ServingStack(Protocol):
     """One Neuron vLLM stack: its images, methods, command line, environment, artifact and config rules."""
@@ -107,6 +188,12 @@ class ServingStack(Protocol):
     def METRICS_PORT_NAME(self) -> str:
         """The name of the serving container's one port (API, health and /metrics; charts/vllm_service.py): the
         Service, the probes and the metrics sidecar (charts/metrics_proxy.py), the scraper's only way in, reach it."""
+        ...
+
+    @property
+    def LIVE_METRICS(self) -> LiveMetrics:
+        """The series its vLLM serves that the dashboard, KEDA, the alert rules and bench read (or why acceptance is
+        not among them)."""
         ...
 
     @property

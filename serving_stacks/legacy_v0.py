@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from serving_stacks.contract import ArtifactKind, LocalCache, ProfileView
+from serving_stacks.contract import ArtifactKind, LiveMetrics, LocalCache, ProfileView
 
 NAME = "legacy-v0"
 IMAGE_TAG = "0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"
@@ -28,6 +28,29 @@ MIN_DRIVER: tuple[int, ...] = (2, 24, 7, 0)
 METRICS_PATH: str = "/metrics"
 METRICS_PORT_NAME: str = "http"
 COMPILE_CACHE_SUBDIR: str | None = None  # the artifact is an NxDI compile (model_build.plan), not a compile cache
+# The fork serves through vLLM 0.9.1's V0 engine (env() sets VLLM_USE_V1=0), whose PrometheusStatLogger labels every
+# series with model_name alone (vllm/engine/llm_engine.py:368-371). Its per-token histogram is
+# vllm:time_per_output_token_seconds (vllm/engine/metrics.py:120-121; no inter_token_latency name exists in 0.9.1).
+# Its generation counter counts one token per decoding request per step (llm_engine.py _get_stats: a decode sequence
+# is one batched token, core/scheduler.py:1956-1959), so under fused speculation it counts steps.
+LIVE_METRICS = LiveMetrics(
+    vllm_version="0.9.1",
+    sources=("vllm/engine/metrics.py",),
+    labels=("model_name",),
+    ttft="vllm:time_to_first_token_seconds",
+    itl="vllm:time_per_output_token_seconds",
+    generation_tokens="vllm:generation_tokens",
+    generation_counts_steps=True,
+    request_decode_time="vllm:request_decode_time_seconds",
+    request_generation_tokens="vllm:request_generation_tokens",
+    requests_waiting="vllm:num_requests_waiting",
+    requests_running="vllm:num_requests_running",
+    acceptance=None,
+    no_acceptance="vLLM 0.9.1 sets its vllm:spec_decode_* series only from the spec-decode worker's metrics "
+    "(vllm/engine/llm_engine.py:1780-1783, filled in vllm/spec_decode/spec_decode_worker.py), and on Neuron the "
+    "platform always runs NeuronWorker (vllm/platforms/neuron.py:46-48), which never fills them, so the fused "
+    "speculation of this stack reports no acceptance.",
+)
 
 
 def serves_image(vllm: str, plugin: str | None, sdk: str) -> bool:

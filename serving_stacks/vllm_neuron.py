@@ -31,7 +31,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from serving_stacks.contract import ArtifactKind, LocalCache, ProfileView
+from serving_stacks.contract import AcceptanceCounters, ArtifactKind, LiveMetrics, LocalCache, ProfileView
 
 NAME = "vllm-neuron"
 IMAGE_TAG = "0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04"
@@ -45,6 +45,28 @@ MIN_DRIVER: tuple[int, ...] = (2, 31, 7, 0)
 # Where the scraper reads metrics: vLLM's OpenAI server mounts /metrics on its own port (api_server.py).
 METRICS_PATH: str = "/metrics"
 METRICS_PORT_NAME: str = "http"
+# vLLM 0.29.0's V1 engine (the plugin runs on it): PrometheusStatLogger labels every series with model_name and
+# engine (vllm/v1/metrics/loggers.py:468); the speculative-decoding counters come from SpecDecodingProm
+# (vllm/v1/spec_decode/metrics.py:229-231, 255), set from the scheduler's counts whatever the platform.
+LIVE_METRICS = LiveMetrics(
+    vllm_version=VLLM_VERSION,
+    sources=("vllm/v1/metrics/loggers.py", "vllm/v1/spec_decode/metrics.py"),
+    labels=("model_name", "engine"),
+    ttft="vllm:time_to_first_token_seconds",
+    itl="vllm:inter_token_latency_seconds",
+    generation_tokens="vllm:generation_tokens",
+    generation_counts_steps=False,  # len(output.new_token_ids) per step (vllm/v1/metrics/stats.py:462-464)
+    request_decode_time="vllm:request_decode_time_seconds",
+    request_generation_tokens="vllm:request_generation_tokens",
+    requests_waiting="vllm:num_requests_waiting",
+    requests_running="vllm:num_requests_running",
+    acceptance=AcceptanceCounters(
+        drafts="vllm:spec_decode_num_drafts",
+        draft_tokens="vllm:spec_decode_num_draft_tokens",
+        accepted_tokens="vllm:spec_decode_num_accepted_tokens",
+        accepted_per_position="vllm:spec_decode_num_accepted_tokens_per_pos",
+    ),
+)
 
 # Where serving keeps the cache: an emptyDir on the node's disk, as AWS's DRA sample does
 # (aws-neuron-eks-samples disagg_serve_vllm: VLLM_CACHE_ROOT=/cache/vllm-cache on an emptyDir).

@@ -75,7 +75,7 @@ def stand_in(
     `python -m bench.standin.server`'s arguments; `address`: a loopback (host, port) to listen on."""
     script = ["-m", "bench.standin.server"] if address is None else ["-c", _ON_ADDRESS, address[0], str(address[1])]
     args = [sys.executable, *script, "--model", model, "--ttft-ms", str(ttft_ms)]
-    args += ["--step-ms", str(step_ms), "--metrics", "none", "--lifetime-s", str(lifetime_s), *extra]
+    args += ["--step-ms", str(step_ms), "--lifetime-s", str(lifetime_s), *extra]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from bench.runner import Hardware
     from bench.sweep.analysis import Slo
+    from config.live_metrics import LiveMetrics
     from config.schema import BenchConfig
 
 
@@ -32,6 +33,11 @@ def k_by_profile(cfg: object | None) -> dict[str, int]:
         if k:
             out[p.name] = k
     return out
+
+
+def live_metrics_by_profile(cfg: object | None) -> dict[str, LiveMetrics]:
+    """Each profile's stack's live metrics (what its /metrics serves), so acceptance reads the right counters."""
+    return {p.name: p.live_metrics for p in getattr(cfg, "profiles", [])}
 
 
 def hardware(cfg: object | None) -> Hardware | None:

@@ -72,6 +72,7 @@ def run_options(args: argparse.Namespace, cfg: object | None, endpoints: Sequenc
         max_duration_s=args.max_duration,
         model=args.model,
         k_by_variant=deployment.k_by_profile(cfg),
+        metrics_by_variant=deployment.live_metrics_by_profile(cfg),
         baseline=args.baseline or deployment.config_baseline(cfg, names) or names[0],
         hardware=deployment.hardware(cfg),
     )

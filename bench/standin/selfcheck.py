@@ -35,9 +35,11 @@ def loopback_server(script: Script, lifetime_s: float) -> Iterator[str]:
         sys.executable, "-m", "bench.standin.server",
         "--ttft-ms", str(script.ttft_s * 1000), "--step-ms", str(script.step_s * 1000),
         "--pattern", ",".join(map(str, script.pattern)), "--usage", script.usage,
-        "--metrics", script.metrics, "--k", str(script.num_speculative_tokens), "--model", script.model,
+        "--k", str(script.num_speculative_tokens), "--model", script.model,
         "--fail-every", str(script.fail_every), "--fault", script.fault, "--lifetime-s", str(lifetime_s),
     ]  # fmt: skip
+    if script.stack:
+        args += ["--stack", script.stack]
     if script.token_ids:
         args.append("--token-ids")
     for text, pattern in script.prompt_patterns:

@@ -6,8 +6,14 @@ several tokens as speculative decoding produces, and a real vLLM needs accelerat
 stops by itself after --lifetime-s.
 
 Chunk i of a response is sent at request arrival + ttft + i * step (absolute schedule, so lateness does not
-accumulate); chunk sizes cycle through --pattern. Chunks after the first count as one speculative step with
-k drafted and (size - 1) accepted tokens in the V1 counters at /metrics.
+accumulate); chunk sizes cycle through --pattern. Each chunk is one engine step.
+
+/metrics speaks one serving stack's vLLM (--stack NAME, its LiveMetrics in serving_stacks/contract.py): exactly the
+series of it that the dashboard, KEDA, the alert rules and bench read, with that vLLM's labels, in Prometheus' text
+format, driven by the requests served: TTFT per request, one inter-token interval per request per chunk, generated
+tokens (or steps, where that vLLM counts steps), decode time and output tokens per finished request, requests waiting
+for a sequence slot and running, and, only where the stack reports acceptance, chunks after the first as one
+speculative step each with k drafted and (size - 1) accepted tokens. Without --stack it serves no vLLM series.
 
 Load: a step takes either the linear model (--step-ms + --step-per-seq-ms x running) or, with a step-time curve
 (--step-table FILE --table-k K, or --step-curve), the measured time at the running batch (bench/standin/step_table.py),
@@ -27,6 +33,7 @@ from typing import Any, Literal
 from aiohttp import web
 
 from bench.standin.step_table import Curve, StepTable, StepTableError, step_at
+from config.live_metrics import POSITION_LABEL, STACK_NAMES, LiveMetrics, of_stack, total
 
 Usage = Literal["auto", "final", "none"]
 # Misbehaviour after the second chunk: `data: null`, a line that is not JSON, or closing without [DONE].
@@ -42,7 +49,7 @@ class Script:
     pattern: tuple[int, ...] = (1,)
     usage: Usage = "auto"  # auto: like vLLM, per-chunk usage only when the request asks continuous_usage_stats
     token_ids: bool = False
-    metrics: Literal["v1", "none"] = "v1"
+    stack: str | None = None  # whose vLLM's series /metrics serves (config.live_metrics.STACK_NAMES); None: none
     num_speculative_tokens: int = 7
     model: str = "loopback-model"
     fail_every: int = 0  # answer HTTP 503 to every n-th completion request (0: never)
@@ -57,6 +64,10 @@ class Script:
     max_num_seqs: int = 0
     # A measured model of load instead of the linear one: step seconds per batch (bench/standin/step_table.py).
     step_curve: Curve = ()
+
+    @property
+    def live_metrics(self) -> LiveMetrics | None:
+        return of_stack(self.stack) if self.stack else None
 
     def step_at(self, running: int) -> float:
         """Seconds of one step while `running` requests are in the batch."""
@@ -100,6 +111,42 @@ class Script:
         }
 
 
+# Bucket bounds: vLLM 0.29.0's TTFT buckets up to 10 s (vllm/v1/metrics/loggers.py:797-820) for every latency, and
+# 1-2-5 steps for token counts as both pinned vLLMs build them (build_1_2_5_buckets). Both vLLMs use other bounds for
+# some histograms; a quantile over these differs only in resolution.
+SECONDS_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+TOKENS_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+
+
+@dataclass
+class Histogram:
+    """A Prometheus histogram's state: cumulative bucket counts by upper bound, sum and count."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    sum: float = 0.0
+    count: int = 0
+
+    def observe(self, value: float) -> None:
+        if not self.counts:
+            self.counts = [0] * len(self.bounds)
+        for i, bound in enumerate(self.bounds):
+            if value <= bound:
+                self.counts[i] += 1
+        self.sum += value
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """(le, cumulative count) per bucket, +Inf last."""
+        counts = self.counts or [0] * len(self.bounds)
+        return [(_number(b), c) for b, c in zip(self.bounds, counts, strict=True)] + [("+Inf", self.count)]
+
+
+def _number(value: float) -> str:
+    """A bucket bound as prometheus_client writes it (floatToGoString: 1.0, 0.25, +Inf)."""
+    return repr(float(value))
+
+
 @dataclass
 class _State:
     requests: int = 0
@@ -108,6 +155,12 @@ class _State:
     accepted: int = 0
     per_pos: list[int] = field(default_factory=list)
     running: int = 0
+    waiting: int = 0
+    generated: int = 0  # generated tokens, or steps where the stack's vLLM counts steps
+    ttft: Histogram = field(default_factory=lambda: Histogram(SECONDS_BUCKETS))
+    itl: Histogram = field(default_factory=lambda: Histogram(SECONDS_BUCKETS))
+    decode_time: Histogram = field(default_factory=lambda: Histogram(SECONDS_BUCKETS))
+    output_tokens: Histogram = field(default_factory=lambda: Histogram(TOKENS_BUCKETS))
     received: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=200))
 
 
@@ -161,7 +214,9 @@ def make_app(script: Script) -> web.Application:
         prompt_tokens = 7
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
+        state.waiting += 1
         await slots.acquire()  # queued until a sequence slot frees, like a full vLLM batch
+        state.waiting -= 1
         due = _started(script, arrived) + script.ttft_s
         state.running += 1
         try:
@@ -192,6 +247,8 @@ def make_app(script: Script) -> web.Application:
                 if per_chunk:
                     event["usage"] = _usage(prompt_tokens, produced)
                 payload = _sse(event)
+                now = time.perf_counter()
+                _count_output(state, script.live_metrics, log, size, now, finished=produced if last else None)
                 if i > 0:
                     _count_step(state, size, script.num_speculative_tokens)
                 if i == 1 and script.fault != "none":
@@ -212,7 +269,7 @@ def make_app(script: Script) -> web.Application:
                             }
                         )
                     payload += b"data: [DONE]\n\n"
-                log["sent"].append(time.perf_counter())
+                log["sent"].append(now)
                 await resp.write(payload)
                 due += script.step_at(state.running)  # absolute schedule: lateness does not accumulate
         finally:
@@ -259,6 +316,23 @@ def _sse(event: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(event, separators=(",", ":")).encode() + b"\n\n"
 
 
+def _count_output(
+    state: _State, metrics: LiveMetrics | None, log: dict[str, Any], size: int, now: float, *, finished: int | None
+) -> None:
+    """One chunk (one engine step) of a request into the live series, before it is logged as sent: TTFT for the first,
+    an inter-token interval for the others (vLLM observes one per request per step), the generated tokens (or one per
+    step where that vLLM counts steps), and with the last (`finished` tokens) the request's decode time and output."""
+    sent: list[float] = log["sent"]
+    if sent:
+        state.itl.observe(now - sent[-1])
+    else:
+        state.ttft.observe(now - log["arrived"])
+    state.generated += 1 if metrics is not None and metrics.generation_counts_steps else size
+    if finished is not None:
+        state.decode_time.observe(now - (sent[0] if sent else now))
+        state.output_tokens.observe(finished)
+
+
 def _count_step(state: _State, size: int, k: int) -> None:
     accepted = min(size - 1, k)
     state.drafts += 1
@@ -269,24 +343,54 @@ def _count_step(state: _State, size: int, k: int) -> None:
 
 
 def _exposition(script: Script, state: _State) -> str:
-    """vLLM V1's names and labels, in prometheus_client's text format."""
-    labels = f'engine="0",model_name="{script.model}"'
-    lines = [
-        "# HELP vllm:num_requests_running Number of requests in model execution batches.",
-        "# TYPE vllm:num_requests_running gauge",
-        f"vllm:num_requests_running{{{labels}}} {float(state.running)}",
-    ]
-    if script.metrics == "v1":
+    """The stack's vLLM series (script.live_metrics) with its labels, in Prometheus' text format 0.0.4 as
+    prometheus_client writes it: HELP and TYPE per family, counters as <name>_total, histograms as cumulative
+    _bucket{le} with +Inf, then _count and _sum."""
+    m = script.live_metrics
+    if m is None:
+        return ""
+    values = {"model_name": script.model, "engine": "0"}
+    labels = ",".join(f'{name}="{_escape(values[name])}"' for name in m.labels)
+    lines: list[str] = []
+
+    def family(name: str, kind: str, doc: str) -> None:
+        lines.extend([f"# HELP {name} {doc}", f"# TYPE {name} {kind}"])
+
+    for name, value, doc in (
+        (m.requests_running, state.running, "Number of requests in model execution batches."),
+        (m.requests_waiting, state.waiting, "Number of requests waiting to be processed."),
+    ):
+        family(name, "gauge", doc)
+        lines.append(f"{name}{{{labels}}} {float(value)}")
+    family(total(m.generation_tokens), "counter", "Number of generation tokens processed.")
+    lines.append(f"{total(m.generation_tokens)}{{{labels}}} {float(state.generated)}")
+    for name, hist, doc in (
+        (m.ttft, state.ttft, "Histogram of time to first token in seconds."),
+        (m.itl, state.itl, "Histogram of the time between a request's successive steps in seconds."),
+        (m.request_decode_time, state.decode_time, "Histogram of time spent in DECODE phase for request."),
+        (m.request_generation_tokens, state.output_tokens, "Number of generation tokens processed."),
+    ):
+        family(name, "histogram", doc)
+        lines += [f'{name}_bucket{{{labels},le="{le}"}} {float(c)}' for le, c in hist.cumulative()]
+        lines += [f"{name}_count{{{labels}}} {float(hist.count)}", f"{name}_sum{{{labels}}} {float(hist.sum)}"]
+    if m.acceptance is not None:
+        a = m.acceptance
         for name, doc, value in (
-            ("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", state.drafts),
-            ("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", state.draft_tokens),
-            ("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", state.accepted),
+            (a.drafts, "Number of spec decoding drafts.", state.drafts),
+            (a.draft_tokens, "Number of draft tokens.", state.draft_tokens),
+            (a.accepted_tokens, "Number of accepted tokens.", state.accepted),
         ):
-            lines += [f"# HELP {name} {doc}", f"# TYPE {name} counter", f"{name}{{{labels}}} {float(value)}"]
-        name = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-        lines += [f"# HELP {name} Accepted tokens per draft position.", f"# TYPE {name} counter"]
-        lines += [f'{name}{{{labels},position="{i}"}} {float(v)}' for i, v in enumerate(state.per_pos)]
+            family(total(name), "counter", doc)
+            lines.append(f"{total(name)}{{{labels}}} {float(value)}")
+        name = total(a.accepted_per_position)
+        family(name, "counter", "Accepted tokens per draft position.")
+        lines += [f'{name}{{{labels},{POSITION_LABEL}="{i}"}} {float(v)}' for i, v in enumerate(state.per_pos)]
     return "\n".join(lines) + "\n"
+
+
+def _escape(value: str) -> str:
+    """A label value in the text format: backslash, double quote and newline escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
@@ -297,8 +401,12 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
     p.add_argument("--pattern", default="1", help="tokens per chunk, cycled, e.g. 1,3,2")
     p.add_argument("--usage", choices=["auto", "final", "none"], default="auto")
     p.add_argument("--token-ids", action="store_true", help="send choices[0].token_ids")
-    p.add_argument("--metrics", choices=["v1", "none"], default="v1")
-    p.add_argument("--k", type=int, default=7, help="drafted tokens per step in the V1 counters")
+    p.add_argument(
+        "--stack",
+        choices=STACK_NAMES,
+        help="whose vLLM's live series /metrics serves (that stack's names and labels); without it, none",
+    )
+    p.add_argument("--k", type=int, default=7, help="drafted tokens per step in the acceptance counters")
     p.add_argument("--model", default="loopback-model")
     p.add_argument("--fail-every", type=int, default=0)
     p.add_argument("--fault", choices=["none", "null-event", "not-json", "truncate"], default="none")
@@ -339,7 +447,7 @@ def _parse_args(argv: list[str] | None = None) -> tuple[Script, int, float]:
         pattern=pattern,
         usage=a.usage,
         token_ids=a.token_ids,
-        metrics=a.metrics,
+        stack=a.stack,
         num_speculative_tokens=a.k,
         model=a.model,
         fail_every=a.fail_every,

@@ -10,8 +10,10 @@ through the workspace's alert manager (stacks/constructs/managed_prometheus.py).
 - Per profile, its queue above the scale-up threshold while it runs its maximum replicas, for 10 minutes.
 - Per spilling arm, more than SPILL_SHARE of its requests spilled to the baseline for 15 minutes: speculation is not
   serving its sessions (the arm's threshold is below its load).
-- Per speculative profile with `decoding.tuned_acceptance_rate`, the live acceptance below it for 15 minutes.
-The last two read the queries the live dashboard shows (charts/live_dashboard.py).
+- Per speculative profile with `decoding.tuned_acceptance_rate`, the live acceptance below it for 15 minutes: only
+  where the profile's stack reports acceptance (LiveMetrics.acceptance; the config refuses the field elsewhere).
+The last two read the queries the live dashboard shows (charts/live_dashboard.py). Every rule reads only series the
+profile's own stack serves (`ServingProfile.live_metrics`) or the scraper writes (`up`).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def alert_rules(config: DeploymentConfig) -> dict[str, Any]:
         rules.append(
             {
                 "alert": f"QueueAboveThresholdAtMaxReplicas-{p.name}",
-                "expr": f"({waiting_query(ns, p.name)} / {replicas}) > {threshold} and {replicas} >= {cap}",
+                "expr": f"({waiting_query(ns, p)} / {replicas}) > {threshold} and {replicas} >= {cap}",
                 "for": SATURATED_FOR,
                 "labels": {"severity": "warning", "deployment": config.name, "profile": p.name},
                 "annotations": {
@@ -120,13 +122,15 @@ def drift_rules(config: DeploymentConfig) -> list[dict[str, Any]]:
         for name in spilling_arms(config)
     ]
     for p in config.profiles:
-        d = p.decoding
+        d, counters = p.decoding, p.live_metrics.acceptance
         if not isinstance(d, DraftSpeculation) or d.tuned_acceptance_rate is None or p.replicas == 0:
+            continue
+        if counters is None:  # the stack reports no acceptance (config/rules.py refuses the tuned rate there)
             continue
         out.append(
             {
                 "alert": f"AcceptanceBelowTuned-{p.name}",
-                "expr": f"{acceptance_query(ns, p.name)} < {d.tuned_acceptance_rate}",
+                "expr": f"{acceptance_query(ns, p.name, counters)} < {d.tuned_acceptance_rate}",
                 "for": DRIFT_FOR,
                 "labels": {"severity": "warning", "deployment": config.name, "profile": p.name},
                 "annotations": {

@@ -77,7 +77,7 @@ def test_natural_stop_runs_beside_fixed_length_and_token_ids_are_compared_per_st
     stop modes, speedups and the lossless check pair runs of the same stop, the table says which is which."""
     cases = [TestCase(name="c", prompt="count to ten", kind="structured")]
     second = variations(cases[0], 2, seed=0)[1].splitlines()[0]  # request 1's tag: only its outputs differ
-    common = {"ttft_s": 0.02, "step_s": 0.005, "token_ids": True, "eos_after": 12, "metrics": "none"}
+    common = {"ttft_s": 0.02, "step_s": 0.005, "token_ids": True, "eos_after": 12}
     base_script = Script(pattern=(1,), **common)  # type: ignore[arg-type]
     spec_script = Script(pattern=(1, 3), diverge=((second, 4),), **common)  # type: ignore[arg-type]
     settings = run_settings(suite="test", api="completions", concurrency=2, requests=2, max_tokens=20, continuous_usage=False, stops=["fixed", "natural"])  # fmt: skip

@@ -18,6 +18,7 @@ from bench.cost import costs
 from bench.results import BenchResults, load_results, save_results
 from bench.runner import format_table
 from bench.standin.server import Script
+from config import parse_config
 from tests.bench.builders import sweep_settings
 from tests.bench.conftest import ROOT, Serve, usage_error
 from tests.conftest import default_config_dict
@@ -119,7 +120,7 @@ def _run_cmd(url: str, suite: Path, out: Path, *extra: str) -> list[str]:
 def test_a_killed_run_keeps_every_finished_case_and_resumes(
     serve: Serve, slow_suite: Path, tmp_path: Path, how: signal.Signals
 ) -> None:
-    url = serve(Script(ttft_s=0.02, step_s=0.05, metrics="none"))  # about 1 s per case
+    url = serve(Script(ttft_s=0.02, step_s=0.05))  # about 1 s per case
     out = tmp_path / "r.json"
     proc = subprocess.Popen(_run_cmd(url, slow_suite, out), cwd=ROOT, text=True, stderr=subprocess.PIPE)
     try:
@@ -147,7 +148,7 @@ def test_a_killed_run_keeps_every_finished_case_and_resumes(
 def test_resume_refuses_a_file_from_different_settings(
     serve: Serve, slow_suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    url = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none"))
+    url = serve(Script(ttft_s=0.01, step_s=0.001))
     out = tmp_path / "r.json"
     assert main(_run_cmd(url, slow_suite, out)[3:]) == 0
     assert main([*_run_cmd(url, slow_suite, out, "--resume")[3:], "--max-tokens", "5"]) == 1
@@ -157,8 +158,8 @@ def test_resume_refuses_a_file_from_different_settings(
 def test_run_fails_when_a_variant_never_succeeds_and_says_why(
     serve: Serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    good = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none"))
-    bad = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none", fail_every=1))
+    good = serve(Script(ttft_s=0.01, step_s=0.001))
+    bad = serve(Script(ttft_s=0.01, step_s=0.001, fail_every=1))
     suite = tmp_path / "s.yaml"
     suite.write_text("- {name: one, prompt: 'x', kind: structured}\n")
     args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "3"]
@@ -189,6 +190,29 @@ def test_the_baseline_comes_from_the_config_and_is_recorded_in_the_results(
     assert [s.variant for s in results.speedups()] == ["baseline"]
     assert "speedups are against `plain`" in format_table(results)
     assert main([*args, "--baseline", "nobody"]) == 2
+
+
+@pytest.mark.parametrize(("config_file", "spec"), [(None, "speculative"), ("vllm-neuron.yaml", "eagle3")])
+def test_acceptance_is_read_with_each_profiles_own_stacks_counters(
+    two_servers: dict[str, str], tmp_path: Path, config_file: str | None, spec: str
+) -> None:
+    """Against the same server (it serves vLLM 0.29.0's counters): a legacy-v0 profile's result says why its stack has
+    no acceptance (its vLLM never sets the series on Neuron); a vllm-neuron profile's reads the counters."""
+    data = default_config_dict() if config_file is None else yaml.safe_load((ROOT / "config" / config_file).read_text())
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(data))
+    suite = tmp_path / "s.yaml"
+    suite.write_text("- {name: one, prompt: 'Shall I compare', kind: open-ended}\n")
+    out = tmp_path / "r.json"
+    args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "8", "--out", str(out)]
+    args += ["--config", str(tmp_path / "config.yaml"), "--api", "completions"]
+    args += [f"--endpoint=baseline={two_servers['baseline']}", f"--endpoint={spec}={two_servers['speculative']}"]
+    assert main(args) == 0
+    (run,) = [r for r in load_results(out).runs if r.variant == spec]
+    metrics = parse_config(data).profile(spec).live_metrics
+    if metrics.acceptance is None:
+        assert not run.spec_decode.exposed and run.spec_decode.note == f"not exposed: {metrics.no_acceptance}"
+    else:
+        assert run.spec_decode.exposed and run.spec_decode.acceptance_rate is not None
 
 
 def test_lossless_mode_runs_at_batch_size_one_in_both_stop_modes_and_prints_the_comparison(
@@ -303,7 +327,7 @@ def test_a_results_file_that_becomes_unwritable_mid_run_is_a_sentence(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(run_command, "save_results", full_disk)
-    url = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none"))
+    url = serve(Script(ttft_s=0.01, step_s=0.001))
     assert main(_run_cmd(url, slow_suite, tmp_path / "r.json")[3:]) == 1
     err = capsys.readouterr().err
     assert "cannot write the results to" in err and "No space left on device" in err
@@ -314,8 +338,8 @@ def test_resume_refuses_a_different_endpoint_list(
     change: str, serve: Serve, slow_suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One results file must not mix two runs' variants."""
-    url = serve(Script(ttft_s=0.01, step_s=0.001, metrics="none"))
-    other = serve(Script(ttft_s=0.02, step_s=0.001, metrics="none"))
+    url = serve(Script(ttft_s=0.01, step_s=0.001))
+    other = serve(Script(ttft_s=0.02, step_s=0.001))
     assert other != url
     out = tmp_path / "r.json"
     assert main(_run_cmd(url, slow_suite, out)[3:]) == 0
@@ -503,8 +527,8 @@ def test_sweep_report_to_an_unwritable_out_is_a_sentence(capsys: pytest.CaptureF
     assert f"--out {str(tmp_path / 'file')!r} is not a directory" in capsys.readouterr().err
 
 
-FAILING = Script(ttft_s=0.01, step_s=0.002, metrics="none", fail_every=1)  # HTTP 503 to every request
-ANSWERING = Script(ttft_s=0.01, step_s=0.002, metrics="none")
+FAILING = Script(ttft_s=0.01, step_s=0.002, fail_every=1)  # HTTP 503 to every request
+ANSWERING = Script(ttft_s=0.01, step_s=0.002)
 
 
 def _small_sweep(urls: dict[str, str], out: Path, *extra: str) -> list[str]:

@@ -7,18 +7,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.spec_metrics import (
-    V1_DRAFTS,
     acceptance,
     expected_speedup,
     expected_tokens_per_step,
     parse_prometheus,
 )
+from serving_stacks import stack_named
+from serving_stacks.contract import total
 
 Text = Callable[[str], str]
+LEGACY = stack_named("legacy-v0").LIVE_METRICS  # reports no acceptance
+PLUGIN = stack_named("vllm-neuron").LIVE_METRICS  # vLLM 0.29.0's V1 counters
+assert PLUGIN.acceptance is not None
+V1_DRAFTS = total(PLUGIN.acceptance.drafts)
 
 
-def test_v1_counters_give_windowed_acceptance(fixture_text: Text) -> None:
-    result = acceptance(fixture_text("vllm_v1_before.prom"), fixture_text("vllm_v1_after.prom"))
+@pytest.mark.parametrize("metrics", [PLUGIN, None], ids=["the variant's stack", "any stack's counters"])
+def test_v1_counters_give_windowed_acceptance(fixture_text: Text, metrics) -> None:
+    result = acceptance(fixture_text("vllm_v1_before.prom"), fixture_text("vllm_v1_after.prom"), metrics=metrics)
     assert result.engine == "v1" and result.exposed and result.scope == "window"
     assert (result.drafts, result.draft_tokens, result.accepted_tokens) == (600, 2400, 1500)
     assert result.acceptance_rate == pytest.approx(1500 / 2400)
@@ -39,23 +45,22 @@ def test_v1_idle_window_and_restart(fixture_text: Text) -> None:
     assert restarted.acceptance_rate is None and "restarted" in restarted.note
 
 
-def test_v0_gauges_are_reported_as_since_start(fixture_text: Text) -> None:
-    text = fixture_text("vllm_v0_spec.prom")
-    result = acceptance(text, text, num_speculative_tokens=7)
-    assert result.engine == "v0" and result.exposed and result.scope == "since_server_start"
-    assert result.acceptance_rate == pytest.approx(0.625)
-    assert result.system_efficiency == pytest.approx(0.4375)
-    assert result.mean_acceptance_length == pytest.approx(0.4375 * 8)
-    assert result.drafts is None  # V0 counters sum running totals: never differenced
-    without_k = acceptance(text, text)
-    assert without_k.mean_acceptance_length is None and "pass k" in without_k.note
+def test_a_stack_without_acceptance_says_why_whatever_the_server_serves(fixture_text: Text) -> None:
+    """legacy-v0: its vLLM sets no vllm:spec_decode_* series on Neuron; the result carries the stack's reason."""
+    after = fixture_text("vllm_v1_after.prom")
+    for before, later in ((after, after), (None, None)):
+        result = acceptance(before, later, metrics=LEGACY)
+        assert result.engine == "none" and not result.exposed
+        assert result.note == f"not exposed: {LEGACY.no_acceptance}"
 
 
-def test_v0_declared_but_never_set_is_not_exposed(fixture_text: Text) -> None:
-    text = fixture_text("vllm_v0_spec_unset.prom")
-    result = acceptance(text, text, num_speculative_tokens=7)
-    assert result.engine == "v0" and not result.exposed and "never set" in result.note
-    assert result.acceptance_rate is None
+def test_v0_gauges_are_not_read(fixture_text: Text) -> None:
+    """V0's acceptance gauges are no stack's series (legacy-v0's engine never sets them on Neuron): set or only
+    declared, a page with them and no stack's counters is not exposed."""
+    for name in ("vllm_v0_spec.prom", "vllm_v0_spec_unset.prom"):
+        text = fixture_text(name)
+        result = acceptance(text, text)
+        assert result.engine == "none" and not result.exposed and V1_DRAFTS in result.note, name
 
 
 def test_absent_metrics_and_unreachable_endpoint_are_not_exposed(fixture_text: Text) -> None:

@@ -74,7 +74,7 @@ def status(url: str, method: str = "GET", body: bytes | None = None) -> int:
 
 @pytest.mark.timeout(90)
 def test_the_sidecar_forwards_only_a_get_of_the_metrics_path(serving_objects):
-    with stand_in("m", extra=("--metrics", "v1")) as vllm:
+    with stand_in("m", extra=("--stack", "vllm-neuron")) as vllm:
         assert status(vllm.url + "/v1/models") == 200  # the stand-in serves the API on the same port
         with sidecar_in_front_of(rendered_sidecar(serving_objects), vllm.port) as proxy:
             assert status(proxy + "/metrics") == 200

@@ -135,6 +135,11 @@ CROSS_FIELD_RULES = {
         ),
         "ships Neuron driver 2.29.0.0, older than the 2.31.7.0",
     ),
+    "acceptance watched only where the stack reports it": (
+        _set("profiles.1.decoding.tuned_acceptance_rate", 0.62),
+        "profiles[1] (speculative).decoding.tuned_acceptance_rate=0.62 cannot be watched on the legacy-v0 stack: vLLM "
+        "0.9.1 sets its vllm:spec_decode_* series only",
+    ),
     "draft is a model": (_set("profiles.1.decoding.draft", "qwen3-8b"), "draft='qwen3-8b' is not a key of models"),
     "draft is not the target": (_set("profiles.1.decoding.draft", "qwen3-32b"), "is the target itself"),
     "draft no longer than the target": (

@@ -245,12 +245,13 @@ def unit_tests(rules_file: str, rules: dict[str, Any], config: DeploymentConfig)
 
 def ab_config(data: dict[str, Any]) -> DeploymentConfig:
     """`data` with an A/B split over every profile, each speculative arm spilling, and a tuned acceptance rate on
-    each speculative profile: every kind of alert is rendered."""
+    each speculative profile whose stack reports acceptance: every kind of alert the stack can have is rendered."""
     arms = [p["name"] for p in data["profiles"]]
     share = 100 // len(arms)
     data["endpoint"] = {"weights": {name: share for name in arms} | {arms[0]: 100 - share * (len(arms) - 1)}}
+    reporting = {p.name for p in parse_config(data).profiles if p.live_metrics.acceptance is not None}
     for p in data["profiles"]:
-        if p["decoding"]["method"] != "none":
+        if p["decoding"]["method"] != "none" and p["name"] in reporting:
             p["decoding"]["tuned_acceptance_rate"] = 0.62
     return parse_config(data)
 

@@ -104,11 +104,12 @@ def test_speculation_that_pays_everywhere_measures_up_to_the_top_and_names_no_cr
 def _h100_script(k: int, alpha: float, scale: float, max_num_seqs: int) -> Script:
     common = {"ttft_s": 0.005, "max_num_seqs": max_num_seqs}
     if k == 0:
-        return Script(**common, step_curve=TABLE.curve(0, scale), metrics="none")  # type: ignore[arg-type]
+        return Script(**common, step_curve=TABLE.curve(0, scale))  # type: ignore[arg-type]
     return Script(
         **common,  # type: ignore[arg-type]
         step_curve=TABLE.curve(k, scale),
         pattern=acceptance_pattern(alpha, k),
+        stack="vllm-neuron",
         num_speculative_tokens=k,
     )
 

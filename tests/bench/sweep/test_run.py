@@ -46,9 +46,15 @@ from tests.conftest import EXAMPLE_ACCOUNT
 MAX_NUM_SEQS = 4
 TOKENS = 16
 FLOOR = 1.05
-BASE = Script(ttft_s=0.01, step_s=0.004, step_per_seq_s=0.001, max_num_seqs=MAX_NUM_SEQS, metrics="none")
+BASE = Script(ttft_s=0.01, step_s=0.004, step_per_seq_s=0.001, max_num_seqs=MAX_NUM_SEQS)
 SPEC = Script(
-    ttft_s=0.01, step_s=0.003, step_per_seq_s=0.005, pattern=(2, 3), max_num_seqs=MAX_NUM_SEQS, num_speculative_tokens=4
+    ttft_s=0.01,
+    step_s=0.003,
+    step_per_seq_s=0.005,
+    pattern=(2, 3),
+    max_num_seqs=MAX_NUM_SEQS,
+    num_speculative_tokens=4,
+    stack="vllm-neuron",
 )
 CASES = [next(c for c in DEFAULT_SUITE if c.kind == kind) for kind in ("structured", "open-ended")]
 GRID = concurrency_grid(MAX_NUM_SEQS)[:-1]  # 1, 2, 4, 8: the 4x point adds time, not information here
