@@ -3,9 +3,10 @@ the managed Prometheus workspace (SigV4 through a Pod Identity role that may onl
 CloudWatch namespace as data sources, and the dashboard charts/live_dashboard.py builds, provisioned read-only.
 
 Reached only with `kubectl port-forward` (ClusterIP, no login page: anonymous viewers only). A default-deny ingress
-NetworkPolicy in its namespace, installed by the same release, closes it to every pod and VPC address; Kubernetes
-still admits the pod's own node, which is how port-forward and the kubelet's probes reach it. The data sources sign as
-a role that reads the one workspace and CloudWatch metrics in the deployment's region only. Who can reach it and what
+NetworkPolicy in its namespace, installed by the same release, closes it to every pod and VPC address; port-forward
+connects from inside the pod's network namespace and the kubelet's probes come from the pod's own node, which
+Kubernetes always admits. The data sources sign as a role that reads the one workspace and CloudWatch metrics in the
+deployment's region only. Who can reach it and what
 they can read, why this viewer and what it costs: docs/dashboard.md.
 """
 
@@ -61,8 +62,9 @@ DENY_INGRESS = "default-deny-ingress"
 
 def network_policies() -> list[dict[str, Any]]:
     """Every pod of the namespace selected, no ingress rule: no pod of any namespace and no address in the VPC may
-    connect. Kubernetes always admits the pod's own node (Kubernetes docs, "Network Policies": traffic to and from the
-    node where a Pod is running is always allowed), so `kubectl port-forward` and the kubelet's probes still work.
+    connect. `kubectl port-forward` still works (the runtime connects from inside the pod's network namespace), and
+    so do the kubelet's probes (Kubernetes docs, "Network Policies": traffic to and from the node where a Pod is
+    running is always allowed).
     Installed by the chart's `extraObjects`, so Helm creates it with the release and before the Deployment (Helm's
     install order puts NetworkPolicy before workloads)."""
     return [

@@ -111,8 +111,8 @@ def _grafana_policies(synth) -> list[dict[str, Any]]:
 def test_no_pod_of_any_namespace_and_no_vpc_address_reaches_grafana(synth):
     """Every policy we render (the serving namespace's, the Jobs', the autoscaling chart's) plus the viewer's own:
     pods of every namespace wearing any of our labels or Grafana's own, and addresses across the whole VPC, on every
-    TCP port of the pod. Only the node the pod runs on (Kubernetes always admits it) gets through: that is the path of
-    `kubectl port-forward` and the kubelet's probes."""
+    TCP port of the pod. Only the node the pod runs on (Kubernetes always admits it: the kubelet's probes) gets through;
+    `kubectl port-forward` connects from inside the pod's network namespace, where no policy applies."""
     config = synth.config
     policies = [*of_kind(everything_rendered(config), "NetworkPolicy").values(), *_grafana_policies(synth)]
     label_sets = [{}, BENCH_LABELS, ENDPOINT_LABELS, dict(GRAFANA_POD.labels), {f"{GRAFANA_RELEASE}-client": "true"}]
