@@ -82,8 +82,14 @@ class VllmService(Construct):
             region=config.region,
             cache_gib=profile.mount_cache_gib,
         )
+        # No Kubernetes API token in the pod: nothing in it calls the API. Its AWS credentials do not need one: EKS Pod
+        # Identity adds its own projected token (audience pods.eks.amazonaws.com) to the pod, and the Mountpoint CSI
+        # driver gets the pod's tokens from the kubelet at mount time; automounting governs neither.
         self.service_account = k8s.KubeServiceAccount(
-            self, "ServiceAccount", metadata=k8s.ObjectMeta(name=service_account_name(profile), labels=self.labels)
+            self,
+            "ServiceAccount",
+            metadata=k8s.ObjectMeta(name=service_account_name(profile), labels=self.labels),
+            automount_service_account_token=False,
         )
 
         digest = profile_digest(config, profile)
@@ -108,6 +114,7 @@ class VllmService(Construct):
                     ),
                     spec=k8s.PodSpec(
                         service_account_name=service_account_name(profile),
+                        automount_service_account_token=False,
                         **trn2_placement(self.claim_template.name),
                         termination_grace_period_seconds=60,
                         init_containers=[verify_artifact_container(config, profile)],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -68,7 +68,14 @@ class ClusterStack(Stack):
             subnet_configuration=VPC_SUBNETS,
         )
         # S3 (checkpoints, artifacts, Mountpoint reads) off the NAT gateway: docs/coldstart.md, Network path.
-        self.s3_endpoint = S3GatewayEndpoint(self, "S3Endpoint", vpc=self.vpc)
+        self.s3_endpoint = S3GatewayEndpoint(
+            self,
+            "S3Endpoint",
+            vpc=self.vpc,
+            models_bucket=config.models_bucket_name(Aws.ACCOUNT_ID),
+            region=config.region,
+            partition=Aws.PARTITION,
+        )
         flow_log = self.vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(

@@ -100,29 +100,43 @@ def statements_by_service_account(synth: Any) -> dict[str, list[dict[str, Any]]]
     return out
 
 
-def allowed_on_tagged_resource(statements: list[dict[str, Any]], action: str, tags: dict[str, str]) -> bool:
-    """Whether an Allow statement grants `action` on a resource ("*") carrying `tags`, evaluating the condition
-    operators IAM defines for aws:ResourceTag keys (IAM User Guide, "IAM JSON policy elements: Condition operators"):
-    every key of every operator must match (AND); StringEquals/StringLike on a tag the resource lacks does not
-    match. No Deny statements are expected here; an operator this evaluator does not know fails the test."""
+def allowed(
+    statements: list[dict[str, Any]], action: str, resource: str = "*", context: dict[str, str] | None = None
+) -> bool:
+    """Whether an Allow statement grants `action` on `resource` (an ARN, or "*" for an action that takes none) to a
+    request whose condition keys are `context` (e.g. aws:RequestedRegion, aws:ResourceTag/<key>), evaluating the
+    condition operators IAM defines (IAM User Guide, "IAM JSON policy elements: Condition operators"): every key of
+    every operator must match (AND); StringEquals/StringLike on a key the request lacks does not match. Resources
+    must be plain strings (resolve CloudFormation tokens first). No Deny statements are expected here; an operator
+    this evaluator does not know fails the test."""
+    context = context or {}
     for s in statements:
         if s.get("Effect") != "Allow":
             continue
         actions = [s["Action"]] if isinstance(s["Action"], str) else s["Action"]
-        resources = [s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"]
-        if "*" not in resources or not any(fnmatch.fnmatchcase(action, a) for a in actions):
+        resources = [s["Resource"]] if isinstance(s["Resource"], (str, dict)) else s["Resource"]
+        if not any(fnmatch.fnmatchcase(action, a) for a in actions):
             continue
-        if all(_condition_holds(op, keys, tags) for op, keys in s.get("Condition", {}).items()):
+        if not any(isinstance(r, str) and fnmatch.fnmatchcase(resource, r) for r in resources):
+            continue
+        if all(_condition_holds(op, keys, context) for op, keys in s.get("Condition", {}).items()):
             return True
     return False
 
 
-def _condition_holds(operator: str, keys: dict[str, Any], tags: dict[str, str]) -> bool:
+def allowed_on_tagged_resource(
+    statements: list[dict[str, Any]], action: str, tags: dict[str, str], context: dict[str, str] | None = None
+) -> bool:
+    """Whether an Allow statement grants `action` on a resource ("*") carrying `tags`, for a request with `context`."""
+    tag_keys = {f"aws:ResourceTag/{k}": v for k, v in tags.items()}
+    return allowed(statements, action, "*", {**tag_keys, **(context or {})})
+
+
+def _condition_holds(operator: str, keys: dict[str, Any], context: dict[str, str]) -> bool:
     if operator not in ("StringEquals", "StringLike"):
-        raise AssertionError(f"condition operator {operator} is not evaluated here; extend allowed_on_tagged_resource")
+        raise AssertionError(f"condition operator {operator} is not evaluated here; extend iam_check.allowed")
     for key, wanted in keys.items():
-        assert key.startswith("aws:ResourceTag/"), f"condition key {key} is not evaluated here"
-        have = tags.get(key.removeprefix("aws:ResourceTag/"))
+        have = context.get(key)
         values = [wanted] if isinstance(wanted, str) else wanted
         if have is None:
             return False

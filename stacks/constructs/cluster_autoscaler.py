@@ -71,10 +71,11 @@ def extra_args(config: DeploymentConfig) -> dict[str, str]:
     return args
 
 
-def scaling_policy(cluster_name: str) -> iam.PolicyStatement:
+def scaling_policy(cluster_name: str, region: str) -> iam.PolicyStatement:
     """SetDesiredCapacity / TerminateInstanceInAutoScalingGroup only on Auto Scaling groups that EKS tagged as this
     cluster's (Auto Scaling supports aws:ResourceTag on these actions: Service Authorization Reference, Amazon EC2
-    Auto Scaling)."""
+    Auto Scaling), in this deployment's region only: a deployment of the same name in another region has the same
+    tags (the global key aws:RequestedRegion)."""
     return iam.PolicyStatement(
         actions=list(SCALING_ACTIONS),
         resources=["*"],
@@ -82,6 +83,7 @@ def scaling_policy(cluster_name: str) -> iam.PolicyStatement:
             "StringEquals": {
                 f"aws:ResourceTag/{ENABLED_TAG}": "true",
                 f"aws:ResourceTag/{cluster_tag(cluster_name)}": "owned",
+                "aws:RequestedRegion": region,
             }
         },
     )
@@ -96,6 +98,7 @@ class ClusterAutoscaler(SignedChart):
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, config: DeploymentConfig) -> None:
         image = for_kubernetes(config.kubernetes_version).cluster_autoscaler_image
+        region = Stack.of(scope).region
         super().__init__(
             scope,
             construct_id,
@@ -104,11 +107,11 @@ class ClusterAutoscaler(SignedChart):
             role="Cluster Autoscaler: change the desired size of this cluster's node groups only",
             statements=[
                 iam.PolicyStatement(actions=list(DESCRIBE_ACTIONS), resources=["*"]),
-                scaling_policy(config.cluster_name),
+                scaling_policy(config.cluster_name, region),
             ],
             values={
                 "cloudProvider": "aws",
-                "awsRegion": Stack.of(scope).region,
+                "awsRegion": region,
                 "autoDiscovery": {
                     "clusterName": config.cluster_name,
                     "tags": [ENABLED_TAG, cluster_tag(config.cluster_name)],
@@ -125,6 +128,6 @@ class ClusterAutoscaler(SignedChart):
             "IAM5",
             "Auto Scaling and EC2 Describe* calls and eks:DescribeNodegroup are what CA's auto-discovery needs "
             "(read-only); SetDesiredCapacity/TerminateInstanceInAutoScalingGroup apply to '*' only under a condition "
-            "on this cluster's node-group tags (the ASG names are chosen by EKS, unknown at synth).",
+            "on this cluster's node-group tags and this region (the ASG names are chosen by EKS, unknown at synth).",
             ("[Resource::*]",),
         )

@@ -2,8 +2,12 @@
 the managed Prometheus workspace (SigV4 through a Pod Identity role that may only read it) and the benchmark's
 CloudWatch namespace as data sources, and the dashboard charts/live_dashboard.py builds, provisioned read-only.
 
-Reached with `kubectl port-forward` like the endpoint (ClusterIP, no login page: anonymous viewers only, because only
-someone who may port-forward in the cluster can reach it). Why this viewer and what it costs: docs/dashboard.md.
+Reached only with `kubectl port-forward` (ClusterIP, no login page: anonymous viewers only). A default-deny ingress
+NetworkPolicy in its namespace, installed by the same release, closes it to every pod and VPC address; port-forward
+connects from inside the pod's network namespace and the kubelet's probes come from the pod's own node, which
+Kubernetes always admits. The data sources sign as a role that reads the one workspace and CloudWatch metrics in the
+deployment's region only. Who can reach it and what
+they can read, why this viewer and what it costs: docs/dashboard.md.
 """
 
 from __future__ import annotations
@@ -47,9 +51,39 @@ DASHBOARD_FOLDER = "trn-specdec"
 # for Prometheus": aps:QueryMetrics, aps:GetMetricMetadata, aps:GetSeries, aps:GetLabels), on this workspace only.
 QUERY_ACTIONS = ("aps:QueryMetrics", "aps:GetMetricMetadata", "aps:GetSeries", "aps:GetLabels")
 # What Grafana's CloudWatch data source needs to read metrics (grafana.com docs, CloudWatch data source, "IAM
-# policies"): these three take no resource-level permissions (Service Authorization Reference, CloudWatch).
+# policies"). The Service Authorization Reference (Amazon CloudWatch) lists for GetMetricData and ListMetrics only an
+# optional `dataset` resource and the keys aws:ResourceTag and cloudwatch:HasAccessGrant, and for
+# DescribeAlarmsForMetric no resource and no key: none of them takes cloudwatch:namespace (PutMetricData's key), so the
+# namespaces cannot be limited in IAM. What can be: the region, by the global key aws:RequestedRegion.
 CLOUDWATCH_ACTIONS = ("cloudwatch:GetMetricData", "cloudwatch:ListMetrics", "cloudwatch:DescribeAlarmsForMetric")
 PORT_FORWARD = f"kubectl -n {GRAFANA_NAMESPACE} port-forward svc/{GRAFANA_RELEASE} 3000:80"
+DENY_INGRESS = "default-deny-ingress"
+
+
+def network_policies() -> list[dict[str, Any]]:
+    """Every pod of the namespace selected, no ingress rule: no pod of any namespace and no address in the VPC may
+    connect. `kubectl port-forward` still works (the runtime connects from inside the pod's network namespace), and
+    so do the kubelet's probes (Kubernetes docs, "Network Policies": traffic to and from the node where a Pod is
+    running is always allowed).
+    Installed by the chart's `extraObjects`, so Helm creates it with the release and before the Deployment (Helm's
+    install order puts NetworkPolicy before workloads)."""
+    return [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": DENY_INGRESS, "namespace": GRAFANA_NAMESPACE},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+        }
+    ]
+
+
+def cloudwatch_statement(region: str) -> iam.PolicyStatement:
+    """Read CloudWatch metrics in the deployment's region only (Resource "*": see CLOUDWATCH_ACTIONS)."""
+    return iam.PolicyStatement(
+        actions=list(CLOUDWATCH_ACTIONS),
+        resources=["*"],
+        conditions={"StringEquals": {"aws:RequestedRegion": region}},
+    )
 
 
 def datasources(query_url: str, region: str) -> dict[str, Any]:
@@ -96,8 +130,9 @@ def grafana_values(config: DeploymentConfig, query_url: str, region: str) -> dic
         "grafana.ini": {
             "analytics": {"check_for_updates": False, "reporting_enabled": False},
             "auth.anonymous": {"enabled": True, "org_role": "Viewer"},
-            # Only the SDK's default chain (Pod Identity): no keys can be typed into a data source.
-            "aws": {"allowed_auth_providers": "default"},
+            # Only the SDK's default chain (Pod Identity): no keys can be typed into a data source, and no data source
+            # may assume another role with them (Grafana's [aws] assume_role_enabled, true by default).
+            "aws": {"allowed_auth_providers": "default", "assume_role_enabled": False},
         },
         "datasources": {"datasources.yaml": datasources(query_url, region)},
         "dashboardProviders": {
@@ -117,6 +152,7 @@ def grafana_values(config: DeploymentConfig, query_url: str, region: str) -> dic
             }
         },
         "dashboards": {DASHBOARD_FOLDER: {"serving": {"json": json.dumps(dashboard, sort_keys=True)}}},
+        "extraObjects": network_policies(),
     }
 
 
@@ -133,22 +169,24 @@ class Grafana(SignedChart):
         workspace_arn: str,
         query_url: str,
     ) -> None:
+        region = Stack.of(scope).region
         super().__init__(
             scope,
             construct_id,
             cluster=cluster,
             release=GRAFANA_CHART_RELEASE,
-            role="Grafana: read the serving metrics workspace and CloudWatch metrics, nothing else",
+            role="Grafana: read the serving metrics workspace and this region's CloudWatch metrics, nothing else",
             statements=[
                 iam.PolicyStatement(actions=list(QUERY_ACTIONS), resources=[workspace_arn]),
-                iam.PolicyStatement(actions=list(CLOUDWATCH_ACTIONS), resources=["*"]),
+                cloudwatch_statement(region),
             ],
-            values=grafana_values(config, query_url, Stack.of(scope).region),
+            values=grafana_values(config, query_url, region),
         )
         acknowledge(
             self.identity.role,
             "IAM5",
-            "CloudWatch's GetMetricData, ListMetrics and DescribeAlarmsForMetric support no resource-level "
-            "permissions (Service Authorization Reference, Amazon CloudWatch); the role reads metrics, writes none.",
+            "CloudWatch's GetMetricData, ListMetrics and DescribeAlarmsForMetric take no resource ARN for metrics "
+            "(Service Authorization Reference, Amazon CloudWatch); the statement is limited to this region by "
+            "aws:RequestedRegion and reads metrics, writes none.",
             ("[Resource::*]",),
         )

@@ -9,7 +9,9 @@ matching pods of those namespaces; an ipBlock, the source address within `cidr` 
 pod's container ports; `endPort` makes a range; protocol TCP unless said). policyTypes defaults to ["Ingress"] (plus
 "Egress" when egress rules are given). An ipBlock is evaluated against pod sources too: EKS pods take VPC addresses
 (VPC CNI), and the docs leave open whether pod traffic matches ipBlocks, so the evaluator takes the open side.
-Loopback traffic inside a pod is not subject to policies.
+Loopback traffic inside a pod is not subject to policies, and traffic from the node where the destination pod runs is
+always allowed, whatever its address (the same docs, on ipBlocks): a Source with `own_node` is that node (its own
+processes, the kubelet's probes, host-network pods on it).
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Source:
-    """Who connects: a pod (namespace and labels) or any other address in the VPC (namespace None)."""
+    """Who connects: a pod (namespace and labels), any other address in the VPC (namespace None), or the node the
+    destination pod runs on (own_node)."""
 
     ip: str
     namespace: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     namespace_labels: dict[str, str] = field(default_factory=dict)
+    own_node: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ def policy_types(policy: dict[str, Any]) -> list[str]:
 
 def admitted(policies: list[dict[str, Any]], src: Source, dst: Pod, port: int) -> bool:
     """Whether `src` may open a TCP connection to `dst` on `port` under these policies (every namespace's)."""
+    if src.own_node:
+        return True
     selecting = [
         p
         for p in policies

@@ -287,6 +287,31 @@ def test_models_volume_is_read_only_with_pod_credentials(serving_objects):
             assert (models and all(m["readOnly"] for m in models)) or c["name"] == "metrics-proxy"
 
 
+@pytest.mark.parametrize("objects", ["serving_objects", "plugin_serving_objects"])
+def test_no_kubernetes_api_token_is_mounted_into_a_vllm_pod(objects, request):
+    """Nothing in the vLLM pod calls the Kubernetes API; its AWS credentials come without an API token (EKS Pod
+    Identity's own projected token, audience pods.eks.amazonaws.com, which the cluster adds to the pod; the Mountpoint
+    CSI driver's tokens, which the kubelet requests for the CSIDriver's tokenRequests at mount time)."""
+    rendered = request.getfixturevalue(objects)
+    accounts = of_kind(rendered, "ServiceAccount")
+    deployments = vllm_of_kind(rendered, "Deployment")
+    assert deployments
+    for name, d in deployments.items():
+        pod = d["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False, name
+        assert accounts[pod["serviceAccountName"]]["automountServiceAccountToken"] is False, name
+        tokens = [
+            v
+            for v in pod["volumes"]
+            if any("serviceAccountToken" in p for p in v.get("projected", {}).get("sources", []))
+        ]
+        assert not tokens, name
+        # The volume that carries its S3 credentials is the pod-credential Mountpoint volume.
+        claims = {v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+        volumes = {pv["spec"]["claimRef"]["name"]: pv for pv in of_kind(rendered, "PersistentVolume").values()}
+        assert all(volumes[c]["spec"]["csi"]["volumeAttributes"]["authenticationSource"] == "pod" for c in claims)
+
+
 def test_a_third_profile_adds_a_third_service_without_code_changes():
     data = default_config_dict()
     data["trn2_nodes"].update(min_size=2, desired_size=2, max_size=2)

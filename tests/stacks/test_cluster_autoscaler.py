@@ -131,16 +131,34 @@ def _autoscaler_statements(synth) -> list[dict[str, Any]]:
 def test_the_role_changes_only_groups_tagged_for_this_cluster(synth, group, tags, may_scale):
     statements = _autoscaler_statements(synth)
     tags = {k.format(cluster=synth.config.cluster_name): v for k, v in tags.items()}
+    here = {"aws:RequestedRegion": synth.config.region}
     for action in ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"):
-        assert allowed_on_tagged_resource(statements, action, tags) is may_scale, (group, action)
+        assert allowed_on_tagged_resource(statements, action, tags, here) is may_scale, (group, action)
     # Read-only calls on any group; nothing else that changes a group, on ours either.
-    assert allowed_on_tagged_resource(statements, "autoscaling:DescribeAutoScalingGroups", tags)
+    assert allowed_on_tagged_resource(statements, "autoscaling:DescribeAutoScalingGroups", tags, here)
     for action in (
         "autoscaling:UpdateAutoScalingGroup",
         "autoscaling:DeleteAutoScalingGroup",
         "ec2:TerminateInstances",
     ):
-        assert not allowed_on_tagged_resource(statements, action, tags), action
+        assert not allowed_on_tagged_resource(statements, action, tags, here), action
+
+
+@pytest.mark.parametrize("region", ["us-west-2", "eu-west-1", None])
+def test_the_role_changes_no_group_of_a_same_named_deployment_in_another_region(synth, variant_synth, region):
+    """The same config name in another region puts the same discovery tags on its groups: only the region tells
+    them apart (a request without aws:RequestedRegion, which AWS always sets, is refused as well)."""
+    for s in (synth, variant_synth):
+        assert region != s.config.region
+        statements = _autoscaler_statements(s)
+        tags = {
+            "k8s.io/cluster-autoscaler/enabled": "true",
+            f"k8s.io/cluster-autoscaler/{s.config.cluster_name}": "owned",
+        }
+        elsewhere = {"aws:RequestedRegion": region} if region else {}
+        for action in ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"):
+            assert not allowed_on_tagged_resource(statements, action, tags, elsewhere), (region, action)
+            assert allowed_on_tagged_resource(statements, action, tags, {"aws:RequestedRegion": s.config.region})
 
 
 def test_the_autoscaler_runs_on_the_system_nodes(synth):
