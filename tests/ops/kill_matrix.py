@@ -244,10 +244,10 @@ def matrix(
 def table(results: list[Cell]) -> str:
     """Steps down, kills across: the outcome and the client's exit."""
     by = {(c.step, c.kill): c for c in results}
-    lines = [f"{'kill at':<44}" + "".join(f"{k:<33}" for k in KILLS)]
+    lines = [f"{'kill at':<44}" + "".join(f"{k:<43}" for k in KILLS)]
     for step, what in STEPS.items():
         row = [by[(step, k)] for k in KILLS if (step, k) in by]
-        lines.append(f"{what:<44}" + "".join(f"{c.outcome() if c.reached else 'step not reached':<33}" for c in row))
+        lines.append(f"{what:<44}" + "".join(f"{c.outcome() if c.reached else 'step not reached':<43}" for c in row))
     lines.append(
         "(next: the next make build, after the Job published if it had started; +tb: a traceback; "
         "+Nkubectl: kubectl still running after its client)"
