@@ -23,7 +23,7 @@ def test_each_stopping_signal_raises_interrupted_naming_it_and_the_handlers_come
     assert signal.getsignal(sig) is before
 
 
-def test_a_hang_up_ignored_at_start_stays_ignored(monkeypatch):
+def test_a_hang_up_ignored_at_start_stays_ignored():
     """`nohup make build ...`: the command is meant to outlive the terminal."""
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
