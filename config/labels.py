@@ -14,6 +14,8 @@ PROFILE = "trn-specdec/profile"
 MODEL = "trn-specdec/model"
 DECODING = "trn-specdec/decoding"
 ARTIFACT_DIGEST = "trn-specdec/artifact-digest"  # a label on build Jobs, an annotation on serving pods
+# On a ScaledObject paused by an ops command (or a Deployment scaled to 0 by one): which command, when, pid, host.
+PAUSED_BY = "trn-specdec/paused-by"
 
 VLLM_POD_LABELS = {NAME: "vllm"}  # every vLLM pod carries it; the NetworkPolicy selects on it
 

@@ -6,72 +6,25 @@ python -m ops.build_artifact PROFILE --account ACCOUNT_ID     # print the model-
 Building frees the profile's devices by taking it out of service (ops/out_of_service.py: KEDA's pause with scaling
 on), so the service is touched only when S3 answered that the artifact's manifest is missing. A check S3 did not answer (credentials, throttling, network)
 stops with exit 2 and a committed but damaged prefix stops with exit 1 and the repair; neither changes anything.
+Once S3 has answered, a profile some earlier command left out of service is named and, where its artifact is in
+place, given back (this profile's too: a build killed after its Job published leaves only that to do).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from charts.jobs.model_build import profile_of, render_build_job
-from cloud import aws
 from config import DeploymentConfig, ServingProfile, load_config
-from config.bucket_layout import artifact_prefix
-from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from model_build.artifact import artifact_plan
+from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError, build_command
-from model_build.verify import verify_artifact
+from ops.artifact_check import ArtifactCheck, check_artifact, unanswered
 from ops.capacity_block import too_late
 from ops.kubectl import account_id, aws_account, follow_job, run_or_print, start_job
-from ops.out_of_service import OutOfService
+from ops.out_of_service import OutOfService, give_back_left_pauses
 from ops.stage_checkpoints import stage_models
-
-
-@dataclass(frozen=True)
-class ArtifactCheck:
-    """What S3 said about a profile's artifact prefix."""
-
-    prefix_url: str
-    committed: bool  # a manifest is there (readable or not): serving may be reading the prefix
-    problems: tuple[str, ...] = ()  # why a committed prefix does not verify
-
-    @property
-    def published(self) -> bool:
-        return self.committed and not self.problems
-
-
-def check_artifact(config: DeploymentConfig, profile: ServingProfile, bucket: str) -> ArtifactCheck:
-    """The cheap verify of the profile's published artifact: its manifest, then each object's size, sha256 metadata
-    and what S3 computed of its bytes (ETag recorded at publish, S3's SHA-256), reading no object. A question S3 did not answer (credentials, throttling, network) is a BuildError with exit code 2,
-    never a "missing": the caller must not take serving down on an answer it did not get."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from model_build.store import S3Store, TransferSettings, make_s3_client
-
-    plan = artifact_plan(config, profile, bucket=bucket)
-    owner = aws.bucket_owner(bucket, config.region, "configure AWS credentials")
-    store = S3Store(make_s3_client(config.region, TransferSettings(), owner), bucket)
-    prefix_url = store.url(artifact_prefix(plan.digest))
-    try:
-        report = verify_artifact(store, plan)
-    except BuildError as err:
-        if err.code == EXIT_FAILED:  # a manifest that is there but cannot be read: a damaged commit
-            return ArtifactCheck(prefix_url, committed=True, problems=(str(err),))
-        raise _unanswered(profile, err) from None
-    except (BotoCoreError, ClientError) as err:
-        raise _unanswered(profile, err) from None
-    return ArtifactCheck(prefix_url, committed=report.manifest is not None, problems=tuple(report.problems))
-
-
-def _unanswered(profile: ServingProfile, err: Exception) -> BuildError:
-    return BuildError(
-        f"{profile.name}: could not check its published artifact: {err}. Nothing was changed: deploy/{profile.name} "
-        f"keeps serving. Fix the AWS credentials or network (or wait out the throttling), then run "
-        f"`{build_command(profile.name)}` again",
-        EXIT_USAGE,
-    )
 
 
 def damaged(profile: ServingProfile, check: ArtifactCheck) -> str:
@@ -99,10 +52,15 @@ def run_build(config_path: str | None, profile_name: str, poll_s: float = 20.0) 
     try:
         staged = stage_models(config, account, config.profile_models(profile), poll_s=poll_s)
     except (BotoCoreError, ClientError) as err:
-        raise _unanswered(profile, err) from None
+        raise unanswered(profile, err) from None
     if staged != 0:
         return staged
     check = check_artifact(config, profile, bucket)
+    give_back_left_pauses(
+        config,
+        lambda p: check.published if p.name == profile.name else check_artifact(config, p, bucket).published,
+        taking=None if check.published or check.committed else profile.name,
+    )
     if check.published:
         print(f"{profile_name}: artifact {check.prefix_url} already published and verified; nothing to build")
         return EXIT_OK
@@ -122,7 +80,7 @@ def build_missing(config: DeploymentConfig, profile: ServingProfile, account: st
     ns = config.namespace
     name = profile.name
     print(f"{name}: artifact not published yet; freeing its devices for job/{job}")
-    service = OutOfService(config, profile, poll_s=min(poll_s, 5.0))
+    service = OutOfService(config, profile, operation=build_command(name), poll_s=min(poll_s, 5.0))
     with service:
         start_job(ns, objects)
         ok = follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"{name}: waiting for job/{job} to start"))
@@ -144,12 +102,27 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--account", type=account_id, help="print the Job YAML for the bucket of this AWS account id")
     mode.add_argument("--apply", action="store_true", help="run the build on the cluster and wait for it")
+    parser.add_argument(
+        "--poll-seconds", type=poll_seconds, default=20.0, help="how often to ask the cluster (default 20)"
+    )
     args = parser.parse_args(argv)
     return run_or_print(
         args.apply,
-        lambda: run_build(args.config, args.profile),
+        lambda: run_build(args.config, args.profile, poll_s=args.poll_seconds),
         lambda: render_build_job(load_config(args.config), args.profile, args.account),
+        resume=f"a build Job already started goes on in the cluster; `{build_command(args.profile)}` follows it",
     )
+
+
+def poll_seconds(text: str) -> float:
+    """argparse type of --poll-seconds: a number of seconds, more than 0 and at most 300."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 300:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 and at most 300")
+    return value
 
 
 if __name__ == "__main__":

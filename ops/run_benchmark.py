@@ -31,8 +31,10 @@ from charts.jobs.bench import LOSSLESS, RUN, SWEEP, BenchMode, bench_run_argv, r
 from config import DeploymentConfig, load_config
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.errors import BuildError
+from ops.artifact_check import published
 from ops.capacity_block import too_late
 from ops.kubectl import account_id, apply, aws_account, follow_job, run_or_print
+from ops.out_of_service import give_back_left_pauses
 
 
 def new_run_id(mode: BenchMode = RUN) -> str:
@@ -85,6 +87,7 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
     if refusal:
         raise BuildError(refusal)
     account = aws_account(config)
+    give_back_left_pauses(config, published(config, config.models_bucket_name(account)))
     run_id = new_run_id(mode)
     objects = render_bench_job(config, account, run_id, extra_args, mode=mode)
     job, ns = objects[0]["metadata"]["name"], config.namespace
@@ -142,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         args.apply,
         lambda: run_bench(args.config, extra, mode=args.mode),
         lambda: render_checked(args.config, args.account, extra, mode=args.mode),
+        resume="a benchmark Job already started goes on in the cluster (its results land in the bucket's results/); "
+        "running the same command again starts a new run",
     )
 
 

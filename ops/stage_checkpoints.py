@@ -3,7 +3,9 @@
 python -m ops.stage_checkpoints --apply [--model KEY ...] [--config config/default.yaml]
 python -m ops.stage_checkpoints --account ACCOUNT_ID [--model KEY ...]     # print the Job YAML instead
 
-Models whose checkpoint manifest is already in the bucket are left alone; if none is missing, no Job runs.
+Models whose checkpoint manifest is already in the bucket are left alone; if none is missing, no Job runs. A profile
+some earlier command left out of service is named first and, where its artifact is in place, given back
+(ops/out_of_service.py).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from config.bucket_layout import checkpoint_prefix, manifest_key
 from config.exit_codes import EXIT_FAILED, EXIT_OK
 from model_build.checkpoints import select_models
 from model_build.errors import BuildError
+from ops.artifact_check import published
 from ops.capacity_block import too_late
 from ops.kubectl import account_id, aws_account, follow_job, run_or_print, start_job
+from ops.out_of_service import give_back_left_pauses
 
 
 def unstaged(config: DeploymentConfig, keys: list[str], bucket: str) -> list[str]:
@@ -40,7 +44,9 @@ def unstaged(config: DeploymentConfig, keys: list[str], bucket: str) -> list[str
 def run_stage(config_path: str | None, requested: list[str] | None = None, poll_s: float = 20.0) -> int:
     """Run the staging Job for the models not staged yet and wait for it; 0 once all are staged."""
     config = load_config(config_path)
-    return stage_models(config, aws_account(config), select_models(config, requested), poll_s=poll_s)
+    account = aws_account(config)
+    give_back_left_pauses(config, published(config, config.models_bucket_name(account)))
+    return stage_models(config, account, select_models(config, requested), poll_s=poll_s)
 
 
 def stage_models(config: DeploymentConfig, account: str, keys: list[str], *, poll_s: float = 20.0) -> int:
@@ -79,7 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.config)
         return render_stage_job(config, select_models(config, args.model), args.account)
 
-    return run_or_print(args.apply, lambda: run_stage(args.config, args.model), render)
+    return run_or_print(
+        args.apply,
+        lambda: run_stage(args.config, args.model),
+        render,
+        resume="a staging Job already started goes on in the cluster; `make stage` follows it",
+    )
 
 
 if __name__ == "__main__":

@@ -10,10 +10,13 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import shutil
+import signal
 import stat
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,18 +27,16 @@ import pytest
 import yaml
 
 from charts.jobs.bench import SWEEP
-from cloud import aws
 from config import load_config
-from config.bucket_layout import MANIFEST_NAME, artifact_prefix, checkpoint_prefix, results_key
+from config.bucket_layout import MANIFEST_NAME, checkpoint_prefix, results_key
 from model_build.errors import BuildError
-from model_build.plan import build_plan
-from model_build.publish import publish_artifact
 from model_build.store import S3Store
 from ops import build_artifact as build_artifact_module
 from ops import kubectl as ops_kubectl
 from ops import run_benchmark as run_benchmark_module
 from ops.build_artifact import main as build_main
 from ops.build_artifact import run_build
+from ops.interrupts import Interrupted, unwinding
 from ops.kubectl import apply, follow_job, kubectl, start_job
 from ops.out_of_service import OutOfService
 from ops.run_benchmark import main as bench_main
@@ -43,131 +44,8 @@ from ops.stage_checkpoints import main as stage_main
 from ops.stage_checkpoints import run_stage
 from tests.bench.builders import run_settings, sweep_settings
 from tests.conftest import MOTO_ACCOUNT, default_config_dict
-from tests.model_build.conftest import SMALL, fake_compile
+from tests.ops.fake_cluster import models_bucket, publish_artifact_of
 from tests.silent_endpoint import silent_server
-
-FAKE_KUBECTL = """#!{python}
-import json, os, sys
-log = os.environ["FAKE_KUBECTL_LOG"]
-with open(log, "a") as f:
-    f.write(json.dumps(sys.argv[1:]) + "\\n")
-args = sys.argv[1:]
-lines = [json.loads(line) for line in open(log)]
-applies = [i for i, a in enumerate(lines) if "apply" in a]
-cluster_file = os.environ.get("FAKE_CLUSTER")
-# The log stream runs beside the other calls (a Popen): it neither reads nor moves the cluster.
-cluster = json.load(open(cluster_file)) if cluster_file and "logs" not in args else None
-PAUSED = "autoscaling.keda.sh/paused-replicas"
-if cluster is not None:
-    # KEDA, as kedacore/keda v2.20.2 pkg/scaling/executor/scale_scaledobjects.go does at each poll (one poll passes
-    # between two kubectl calls here): a paused ScaledObject's target is held at the paused count (:53-55 and the
-    # controller's scale to it), else a target below minReplicaCount goes back to the minimum (:70-73, :101-108).
-    for name, so in cluster["scaledobjects"].items():
-        if PAUSED in so["annotations"]:
-            cluster["replicas"][name] = int(so["annotations"][PAUSED])
-        elif cluster["replicas"][name] < so["minReplicaCount"]:
-            cluster["replicas"][name] = so["minReplicaCount"]
-    # The Deployment's pods follow its replica count one call late (creation and graceful termination take time).
-    cluster["pods"] = dict(cluster["seen"])
-    cluster["seen"] = dict(cluster["replicas"])
-    need = os.environ.get("FAKE_JOB_NEEDS")
-    if applies and need and cluster["pods"].get(need, 0) > 0:
-        cluster["raced"] = True  # the build Job was waiting while a serving pod held the devices
-
-def save():
-    if cluster is not None:
-        with open(cluster_file + ".new", "w") as f:
-            json.dump(cluster, f)
-        os.replace(cluster_file + ".new", cluster_file)
-
-if "get" in args and "job" in args:
-    if not applies:  # before this run applied anything: a Job left by an earlier run, or none
-        previous = os.environ.get("FAKE_JOB_PREVIOUS")
-        save()
-        if not previous:
-            sys.exit("Error from server (NotFound): jobs.batch not found")
-        print(json.dumps({{"status": {{"conditions": [{{"type": previous, "status": "True"}}]}}}}))
-        sys.exit(0)
-    calls = sum(1 for a in lines[applies[-1]:] if a[2:4] == ["get", "job"])
-    final = os.environ["FAKE_JOB_RESULT"]
-    if cluster is not None and cluster.get("raced"):  # its pod stays Pending until activeDeadlineSeconds
-        status = {{}} if calls < 3 else {{"conditions": [{{"type": "Failed", "status": "True"}}]}}
-    else:
-        status = {{"active": 1}} if calls < 3 else {{"conditions": [{{"type": final, "status": "True"}}]}}
-    print(json.dumps({{"status": status}}))
-elif os.environ.get("FAKE_SCALE_FAILS") and os.environ["FAKE_SCALE_FAILS"] in args:
-    save()
-    sys.exit("error: failed to patch deployment: the server was unable to return a response in the time allotted")
-elif "get" in args and "pods" in args:
-    selector = dict(kv.split("=") for kv in args[args.index("-l") + 1].split(","))
-    name = selector["app.kubernetes.io/instance"]
-    count = cluster["pods"].get(name, 0) if cluster is not None else 0
-    print(json.dumps({{"items": [{{"metadata": {{"name": f"{{name}}-{{i}}"}}}} for i in range(count)]}}))
-elif "scale" in args and cluster is not None:
-    name = args[args.index("scale") + 1].split("/")[1]
-    cluster["replicas"][name] = int(args[args.index("scale") + 2].split("=")[1])
-elif "annotate" in args and cluster is not None:
-    name = args[args.index("annotate") + 1].split("/")[1]
-    change = args[args.index("annotate") + 2]
-    annotations = cluster["scaledobjects"][name]["annotations"]
-    if change.endswith("-"):
-        annotations.pop(change[:-1], None)
-    else:
-        key, value = change.split("=")
-        annotations[key] = value
-elif "logs" in args:
-    print("compiling...")
-elif "apply" in args:
-    sys.stdin.read()
-save()
-"""
-
-
-@pytest.fixture
-def fake_kubectl(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "kubectl"
-    script.write_text(FAKE_KUBECTL.format(python=sys.executable))
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    log = tmp_path / "kubectl.log"
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_KUBECTL_LOG", str(log))
-
-    def calls() -> list[list[str]]:
-        """The logged argument lists. Each call but the log stream (`logs -f` must outlive any request timeout)
-        ends with the request timeout, which is then left out."""
-        logged = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-        assert all((c[-1] == "--request-timeout=20s") != (c[2:4] == ["logs", "-f"]) for c in logged), logged
-        return [c[:-1] if c[2:4] != ["logs", "-f"] else c for c in logged]
-
-    return calls
-
-
-@pytest.fixture
-def fake_cluster(fake_kubectl, tmp_path, monkeypatch):
-    """The fake kubectl with state: one serving pod per profile, and with `scaled` a ScaledObject (minReplicaCount 1)
-    that KEDA reconciles between calls. Returns a reader of the state."""
-    path = tmp_path / "cluster.json"
-
-    def make(profiles: list[str], *, scaled: bool) -> None:
-        path.write_text(
-            json.dumps(
-                {
-                    "replicas": dict.fromkeys(profiles, 1),
-                    "seen": dict.fromkeys(profiles, 1),
-                    "pods": dict.fromkeys(profiles, 1),
-                    "scaledobjects": {p: {"minReplicaCount": 1, "annotations": {}} for p in profiles} if scaled else {},
-                }
-            )
-        )
-        monkeypatch.setenv("FAKE_CLUSTER", str(path))
-
-    def state() -> dict:
-        return json.loads(path.read_text())
-
-    make.state = state  # type: ignore[attr-defined]
-    return make
 
 
 def _job(name: str) -> list[dict]:
@@ -183,21 +61,16 @@ def test_follow_job_reports_completion_and_failure(fake_kubectl, monkeypatch):
     assert follow_job("ns", "job-b", poll_s=0) is False
 
 
-def _bucket(staged: list[str]) -> None:
-    """The models bucket on moto, with a checkpoint manifest for each model in `staged`."""
-    import boto3
-
-    config = load_config()
-    s3 = boto3.client("s3", region_name=config.region)
-    bucket = config.models_bucket_name(MOTO_ACCOUNT)
-    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": config.region})
-    for key in staged:
-        model = config.models[key]
-        s3.put_object(Bucket=bucket, Key=checkpoint_prefix(model.hf_id, model.revision) + MANIFEST_NAME, Body=b"{}")
-
-
 PAUSE = ["-n", "trn-specdec", "annotate", "scaledobject/speculative", "autoscaling.keda.sh/paused-replicas=0"]
-RESUME = ["-n", "trn-specdec", "annotate", "scaledobject/speculative", "autoscaling.keda.sh/paused-replicas-"]
+PAUSED_BY = "trn-specdec/paused-by"
+RESUME = [*PAUSE[:4], "autoscaling.keda.sh/paused-replicas-", f"{PAUSED_BY}-"]
+LOOKUP = ["-n", "trn-specdec", "get", "scaledobjects", "-o", "json"]  # every entry point looks for a pause first
+
+
+def is_pause_by(call: list[str], operation: str) -> bool:
+    """The pause, and in the same call who took it: the operation, the UTC time, the pid and the host."""
+    by = re.fullmatch(rf"{PAUSED_BY}=(.*) at \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ, pid \d+ on \S+", call[5])
+    return call[:5] == PAUSE and by is not None and by.group(1) == operation and call[6:] == ["--overwrite"]
 
 
 @pytest.mark.parametrize(("result", "code"), [("Complete", 0), ("Failed", 1)])
@@ -206,14 +79,14 @@ def test_build_pauses_the_scaled_object_waits_for_the_pods_and_resumes_it_whatev
 ):
     """The default config scales with KEDA: a bare scale to 0 would be undone at KEDA's next poll and the serving pod
     would retake the devices (the fake's `raced`); the pause holds it at 0 until it is removed."""
-    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    models_bucket(staged=["qwen3-32b", "qwen3-1-7b"])
     fake_cluster(["baseline", "speculative"], scaled=True)
     monkeypatch.setenv("FAKE_JOB_RESULT", result)
     monkeypatch.setenv("FAKE_JOB_NEEDS", "speculative")
     assert run_build(None, "speculative", poll_s=0) == code  # verify finds no artifact in the empty bucket
     calls = fake_kubectl()
     verbs = [c[2] for c in calls]
-    assert calls[0] == [*PAUSE, "--overwrite"]
+    assert calls[0] == LOOKUP and is_pause_by(calls[1], "make build PROFILE=speculative")
     pods_gone = max(i for i, c in enumerate(calls) if c[2:4] == ["get", "pods"])
     assert verbs.index("annotate") < pods_gone < verbs.index("apply") and "scale" not in verbs
     assert calls[-1] == RESUME
@@ -240,20 +113,25 @@ def test_without_scaling_build_scales_the_deployment_to_zero_and_back(
     data["scaling"] = {"enabled": False}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data))
-    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    models_bucket(staged=["qwen3-32b", "qwen3-1-7b"])
     fake_cluster(["baseline", "speculative"], scaled=False)
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
     monkeypatch.setenv("FAKE_JOB_NEEDS", "speculative")
     assert run_build(str(path), "speculative", poll_s=0) == 0
     calls = fake_kubectl()
-    assert calls[0] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=0"]
-    assert calls[-1] == ["-n", "trn-specdec", "scale", "deploy/speculative", "--replicas=1"]
-    assert "annotate" not in [c[2] for c in calls] and not fake_cluster.state().get("raced")
+    assert calls[0] == ["-n", "trn-specdec", "get", "deployments", "-o", "json"]
+    take, give_back = (json.loads(c[6]) for c in (calls[1], calls[-1]))
+    assert calls[1][:6] == calls[-1][:6] == ["-n", "trn-specdec", "patch", "deploy/speculative", "--type=merge", "-p"]
+    assert take["spec"] == {"replicas": 0} and take["metadata"]["annotations"][PAUSED_BY].startswith("make build")
+    assert give_back == {"metadata": {"annotations": {PAUSED_BY: None}}, "spec": {"replicas": 1}}
+    state = fake_cluster.state()
+    assert "annotate" not in [c[2] for c in calls] and not state.get("raced")
+    assert state["replicas"]["speculative"] == 1 and state["deployment_annotations"]["speculative"] == {}
     assert "deploy/speculative scaled back to 1" in capsys.readouterr().out
 
 
 def test_an_interrupted_build_resumes_the_scaled_object(aws_env, fake_cluster, fake_kubectl, monkeypatch):
-    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    models_bucket(staged=["qwen3-32b", "qwen3-1-7b"])
     fake_cluster(["speculative"], scaled=True)
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
 
@@ -271,7 +149,7 @@ def test_pods_that_never_go_stop_with_a_sentence_and_the_service_given_back(fake
     """A pod that does not terminate (a finalizer, a stuck node): the body never runs and the pause is removed."""
     config = load_config()
     fake_cluster(["speculative"], scaled=True)
-    service = OutOfService(config, config.profile("speculative"), poll_s=0, timeout_s=0.5)
+    service = OutOfService(config, config.profile("speculative"), operation="a test", poll_s=0, timeout_s=0.5)
     service._take_command = lambda: ("-n", "trn-specdec", "logs", "x")  # type: ignore[method-assign]  # takes nothing
     stuck = r"speculative: its pods \(speculative-0\) were still there 0.5 s after"
     with pytest.raises(BuildError, match=stuck), service:
@@ -280,7 +158,7 @@ def test_pods_that_never_go_stop_with_a_sentence_and_the_service_given_back(fake
 
 
 def test_resumed_is_said_only_when_kubectl_did_it(aws_env, fake_cluster, fake_kubectl, monkeypatch, capsys):
-    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    models_bucket(staged=["qwen3-32b", "qwen3-1-7b"])
     fake_cluster(["speculative"], scaled=True)
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
     monkeypatch.setenv("FAKE_SCALE_FAILS", "autoscaling.keda.sh/paused-replicas-")
@@ -289,25 +167,14 @@ def test_resumed_is_said_only_when_kubectl_did_it(aws_env, fake_cluster, fake_ku
     out, err = capsys.readouterr()
     assert "resumed" not in out and "job/build-speculative-" in out
     assert "could not give the service back (error: failed to patch deployment" in err
-    assert "`kubectl -n trn-specdec annotate scaledobject/speculative autoscaling.keda.sh/paused-replicas-`" in err
-
-
-def _publish_artifact(tmp_path: Path, profile: str) -> tuple[S3Store, str]:
-    """A (fake) compiled artifact of `profile`, published to the models bucket: (store, artifact prefix)."""
-
-    config = load_config()
-    plan = build_plan(config, config.profile(profile), bucket=config.models_bucket_name(MOTO_ACCOUNT))
-    fake_compile(tmp_path / profile, plan, files={"neuron_config.json": 200, "model.pt": 3000, "weights/tp0.st": 5000})
-    store = S3Store(aws.s3_client(config.region, MOTO_ACCOUNT), plan.bucket or "", SMALL)
-    publish_artifact(store, plan, tmp_path / profile)
-    return store, artifact_prefix(plan.digest)
+    assert f"`kubectl {' '.join(RESUME)}`" in err
 
 
 def test_a_published_artifact_that_verifies_is_not_rebuilt(aws_env, fake_kubectl, tmp_path, capsys):
-    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
-    _publish_artifact(tmp_path, "speculative")
+    models_bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    publish_artifact_of(tmp_path, "speculative")
     assert run_build(None, "speculative", poll_s=0) == 0
-    assert fake_kubectl() == []
+    assert fake_kubectl() == [LOOKUP]
     assert "already published and verified; nothing to build" in capsys.readouterr().out
 
 
@@ -330,11 +197,11 @@ def _garble_manifest(store: S3Store, prefix: str) -> str:
 def test_a_damaged_committed_prefix_stops_with_the_repair_and_touches_nothing(
     aws_env, fake_kubectl, tmp_path, capsys, damage
 ):
-    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
-    store, prefix = _publish_artifact(tmp_path, "speculative")
+    models_bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    store, prefix = publish_artifact_of(tmp_path, "speculative")
     problem = damage(store, prefix)
     assert run_build(None, "speculative", poll_s=0) == 1
-    assert fake_kubectl() == []  # no scale-down, no Job: publish would refuse to overwrite the commit anyway
+    assert fake_kubectl() == [LOOKUP]  # no scale-down, no Job: publish would refuse to overwrite the commit anyway
     err = capsys.readouterr().err
     assert f"{store.url(prefix)} is committed (it has a manifest) but damaged" in err and problem in err
     assert f"aws s3 rm --recursive {store.url(prefix)}), then run `make build PROFILE=speculative` again" in err
@@ -420,7 +287,7 @@ def faulty_s3(aws_env, monkeypatch) -> Iterator[_FaultyS3Server]:
 def test_a_check_s3_did_not_answer_stops_with_its_sentence_and_touches_nothing(
     fake_kubectl, faulty_s3, tmp_path, capsys, fault, said
 ):
-    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])  # every artifacts/ request fails, whatever the bucket holds
+    models_bucket(staged=["qwen3-32b", "qwen3-1-7b"])  # every artifacts/ request fails, whatever the bucket holds
     faulty_s3.fault = fault
     assert build_main(["speculative", "--apply"]) == 2
     assert faulty_s3.faulted >= 1
@@ -431,11 +298,12 @@ def test_a_check_s3_did_not_answer_stops_with_its_sentence_and_touches_nothing(
 
 
 def test_stage_runs_a_job_for_the_missing_models_only(aws_env, fake_kubectl, monkeypatch):
-    _bucket(staged=["qwen3-32b"])
+    models_bucket(staged=["qwen3-32b"])
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
     assert run_stage(None, poll_s=0) == 0
     calls = fake_kubectl()
-    assert [c[2] for c in calls][:2] == ["get", "apply"]  # no earlier Job of that name: nothing to replace
+    assert calls[0] == LOOKUP
+    assert [c[2] for c in calls][1:3] == ["get", "apply"]  # no earlier Job of that name: nothing to replace
     (job,) = {c[4] for c in calls if c[2:4] == ["get", "job"]}
     assert job.startswith("stage-checkpoints-")
 
@@ -453,16 +321,16 @@ def test_a_finished_job_of_the_same_name_is_replaced_not_reported_again(fake_kub
 
 
 def test_stage_with_everything_staged_runs_nothing(aws_env, fake_kubectl, monkeypatch):
-    _bucket(staged=["qwen3-32b", "qwen3-1-7b"])
+    models_bucket(staged=["qwen3-32b", "qwen3-1-7b"])
     assert run_stage(None, poll_s=0) == 0
-    assert fake_kubectl() == []
+    assert fake_kubectl() == [LOOKUP]
 
 
 def test_a_failed_stage_stops_the_build_before_it_touches_the_service(aws_env, fake_kubectl, monkeypatch):
-    _bucket(staged=[])
+    models_bucket(staged=[])
     monkeypatch.setenv("FAKE_JOB_RESULT", "Failed")
     assert run_build(None, "speculative", poll_s=0) == 1
-    assert not [c for c in fake_kubectl() if "scale" in c]
+    assert not [c for c in fake_kubectl() if {"scale", "annotate", "patch"} & set(c)]
 
 
 def test_a_kubectl_failure_is_a_sentence_with_its_message_and_the_fix(tmp_path, monkeypatch, capsys):
@@ -549,7 +417,7 @@ def test_a_bench_whose_report_fails_keeps_the_results_and_says_how_to_rerun(
 ):
     import boto3
 
-    _bucket(staged=[])
+    models_bucket(staged=[])
     config = load_config()
     boto3.client("s3", region_name=config.region).put_object(
         Bucket=config.models_bucket_name(MOTO_ACCOUNT), Key=results_key("run1"), Body=b"not a results file"
@@ -572,7 +440,7 @@ def test_a_sweep_job_downloads_its_sweep_file_and_reports_it_with_plots(
     from bench.sweep.run import SweepResults
     from config.bucket_layout import sweep_key
 
-    _bucket(staged=[])
+    models_bucket(staged=[])
     config = load_config()
     empty = SweepResults(
         created_at="2026-11-26T00:00:00Z",  # type: ignore[arg-type]
@@ -621,4 +489,34 @@ def test_build_and_stage_inside_a_capacity_blocks_last_minutes_start_no_job(
     assert str(err.value).startswith(what) and "does not start: Capacity Block cr-0123456789abcdef0 ends in" in str(
         err.value
     )
-    assert fake_kubectl() == []
+    assert [c for c in fake_kubectl() if c[2] != "get"] == []  # it may look for pauses; it changes nothing
+
+
+@pytest.mark.timeout(30)
+def test_a_kubectl_cut_short_by_a_signal_is_killed_with_what_it_started(tmp_path, monkeypatch):
+    """SIGTERM while kubectl waits (here it started a credential plugin, as EKS kubeconfigs do): neither goes on."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pids = tmp_path / "pids"
+    script = bin_dir / "kubectl"
+    script.write_text(
+        f"#!{sys.executable}\nimport os, subprocess, time\n"
+        f"plugin = subprocess.Popen(['sleep', '60'])\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{plugin.pid}}')\ntime.sleep(60)\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+    def stop_when_started() -> None:
+        while not pids.exists() or not pids.read_text():
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    timer = threading.Thread(target=stop_when_started, daemon=True)
+    timer.start()
+    with pytest.raises(Interrupted), unwinding():
+        kubectl("-n", "ns", "get", "pods")
+    for pid in map(int, pids.read_text().split()):
+        assert (
+            not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+        )

@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from ops.run_benchmark import main
-from tests.ops.test_kubectl import fake_kubectl  # noqa: F401 (a fixture: the scripted kubectl on PATH)
 
 
 @pytest.mark.parametrize(
