@@ -95,3 +95,22 @@ def capacity_block_price(ec2: Any, instance_type: str, instances: int, hours: in
     return NodePrice(
         best, f"a current Capacity Block offering ({instances} x {hours} h), not necessarily what you paid"
     )
+
+
+def node_price(config: Any, stream: Any = None) -> NodePrice:
+    """The node group's price from AWS (on demand, or a current offering like its Capacity Block), through bounded
+    clients; PriceUnknown with the reason when AWS gives none or does not answer."""
+    from cloud import aws
+
+    t = config.trn2_nodes
+    try:
+        if t.capacity_type == "CAPACITY_BLOCK":
+            ec2 = aws.client("ec2", config.region, stream=stream)
+            (block,) = ec2.describe_capacity_reservations(CapacityReservationIds=[t.capacity_reservation_id])[
+                "CapacityReservations"
+            ]
+            hours = round((block["EndDate"] - block["StartDate"]).total_seconds() / 3600)
+            return capacity_block_price(ec2, t.instance_type, block["TotalInstanceCount"], hours)
+        return on_demand_price(aws.client("pricing", PRICING_REGION, stream=stream), t.instance_type, config.region)
+    except aws.errors() as err:
+        raise PriceUnknown(f"AWS did not give the node's price ({aws.error_code(err) or type(err).__name__})") from None

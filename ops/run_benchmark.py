@@ -35,6 +35,7 @@ from ops.artifact_check import published
 from ops.capacity_block import too_late
 from ops.kubectl import account_id, apply, aws_account, follow_job, run_or_print
 from ops.out_of_service import give_back_left_pauses
+from ops.price import PriceUnknown, node_price
 
 
 def new_run_id(mode: BenchMode = RUN) -> str:
@@ -77,6 +78,22 @@ JOB_OWNED_FLAGS = {
 }
 
 
+def price_args(config: DeploymentConfig, extra_args: list[str]) -> list[str]:
+    """`--node-hourly-price-usd` with the node's price from AWS (ops/price.py) when neither the config nor BENCH_ARGS
+    sets one, so every report shows cost per token; none when AWS gives no single price (said, not fatal)."""
+    if config.trn2_nodes.hourly_price_usd is not None or any(
+        a.startswith("--node-hourly-price-usd") for a in extra_args
+    ):
+        return []
+    try:
+        price = node_price(config, sys.stderr)
+    except PriceUnknown as err:
+        print(f"no node price for cost per token: {err}; set trn2_nodes.hourly_price_usd", file=sys.stderr)
+        return []
+    print(f"node price ${price.usd_per_hour:,.2f} per hour ({price.source}): reports price tokens with it")
+    return ["--node-hourly-price-usd", repr(price.usd_per_hour)]
+
+
 def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15.0, mode: BenchMode = RUN) -> int:
     from cloud import aws
 
@@ -89,7 +106,7 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
     account = aws_account(config)
     give_back_left_pauses(config, published(config, config.models_bucket_name(account)))
     run_id = new_run_id(mode)
-    objects = render_bench_job(config, account, run_id, extra_args, mode=mode)
+    objects = render_bench_job(config, account, run_id, [*extra_args, *price_args(config, extra_args)], mode=mode)
     job, ns = objects[0]["metadata"]["name"], config.namespace
     apply(ns, objects)
     if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):

@@ -40,16 +40,19 @@ def live_metrics_by_profile(cfg: object | None) -> dict[str, LiveMetrics]:
     return {p.name: p.live_metrics for p in getattr(cfg, "profiles", [])}
 
 
-def hardware(cfg: object | None) -> Hardware | None:
-    """Devices each profile's service claims and the node price, for cost; None without a config."""
+def hardware(cfg: object | None, fallback_price_usd: float | None = None) -> Hardware | None:
+    """Devices each profile's service claims and the node price, for cost; None without a config. The config's
+    trn2_nodes.hourly_price_usd wins; `fallback_price_usd` (--node-hourly-price-usd: the price `make bench` read from
+    AWS) is used only where the config sets none."""
     from bench.runner import Hardware
 
     if cfg is None:
         return None
+    configured = cfg.trn2_nodes.hourly_price_usd  # type: ignore[attr-defined]
     return Hardware(
         devices_by_variant={p.name: cfg.profile_devices(p) for p in cfg.profiles},  # type: ignore[attr-defined]
         devices_per_node=cfg.trn2_nodes.instance.devices,  # type: ignore[attr-defined]
-        hourly_price_usd=cfg.trn2_nodes.hourly_price_usd,  # type: ignore[attr-defined]
+        hourly_price_usd=configured if configured is not None else fallback_price_usd,
     )
 
 

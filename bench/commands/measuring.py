@@ -42,6 +42,16 @@ def add_request_arguments(p: argparse.ArgumentParser, *, seed_help: str | None, 
     )
 
 
+def add_price_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--node-hourly-price-usd",
+        type=finite_number(above=0),
+        metavar="USD",
+        help="the trn2 node's hourly price for cost per token when the config's trn2_nodes.hourly_price_usd is unset "
+        "(make bench passes the one it read from AWS); the config's value wins",
+    )
+
+
 def endpoint_problem(args: argparse.Namespace) -> str | None:
     """--endpoint's form, a name given twice, and --baseline among the --endpoint names."""
     from bench.runner import parse_endpoint
@@ -74,7 +84,7 @@ def run_options(args: argparse.Namespace, cfg: object | None, endpoints: Sequenc
         k_by_variant=deployment.k_by_profile(cfg),
         metrics_by_variant=deployment.live_metrics_by_profile(cfg),
         baseline=args.baseline or deployment.config_baseline(cfg, names) or names[0],
-        hardware=deployment.hardware(cfg),
+        hardware=deployment.hardware(cfg, args.node_hourly_price_usd),
     )
 
 

@@ -65,6 +65,7 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
         help="fixed: exactly --max-tokens (ignore_eos; default); natural: to end-of-sequence; both: every case twice",
     )
     measuring.add_request_arguments(run, seed_help="seed of the Poisson arrival schedule", max_duration_s=1800.0)
+    measuring.add_price_argument(run)
     run.add_argument(
         "--no-continuous-usage",
         action="store_true",

@@ -55,6 +55,7 @@ def add_arguments(sw: argparse.ArgumentParser) -> None:
     )
     sw.add_argument("--max-tokens", type=whole_number(1), default=256, help="fixed output length of every request")
     measuring.add_request_arguments(sw, seed_help=None, max_duration_s=900.0)
+    measuring.add_price_argument(sw)
     sw.add_argument(
         "--grid",
         choices=["adaptive", "full"],

@@ -560,3 +560,27 @@ def test_a_baseline_that_never_answers_stops_before_a_rate_grid_of_zeros(
     err = capsys.readouterr().err
     assert "the baseline 'baseline' answered no request at concurrency 1" in err and "pass --rates" in err
     assert "rate" not in {p["point"]["kind"] for p in json.loads(out.read_text())["points"]}
+
+
+@pytest.mark.parametrize(
+    ("configured", "flag", "used"), [(None, "44.7", 44.7), (40.0, "44.7", 40.0), (None, None, None)]
+)
+def test_the_price_make_bench_read_from_aws_prices_a_run_whose_config_sets_none(
+    two_servers: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str], configured, flag, used
+) -> None:
+    """--node-hourly-price-usd (what make bench passes when the config's price is null) gives the report its cost per
+    1M tokens; the config's own price wins over it."""
+    data = default_config_dict()
+    data["trn2_nodes"]["hourly_price_usd"] = configured
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
+    suite = tmp_path / "s.yaml"
+    suite.write_text("- {name: one, prompt: 'Shall I compare', kind: open-ended}\n")
+    out = tmp_path / "r.json"
+    args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "8", "--out", str(out)]
+    args += [f"--endpoint={name}={url}" for name, url in two_servers.items()]
+    args += ["--config", str(tmp_path / "c.yaml"), *(["--node-hourly-price-usd", flag] if flag else [])]
+    assert main(args) == 0
+    assert load_results(out).node_hourly_price_usd == used
+    assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert (f"cost at {used:.2f} USD per node-hour" in md) if used else ("set trn2_nodes.hourly_price_usd" in md)

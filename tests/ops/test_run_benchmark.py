@@ -91,3 +91,73 @@ def test_a_budget_with_the_full_grid_stops_make_bench_sweep_before_any_kubectl_o
         "BENCH_ARGS '--grid full --budget-minutes 30': --budget-minutes 30 caps the adaptive sweep; --grid full runs "
         "every point (drop one of the two); see python -m bench sweep --help"
     ) in err
+
+
+def _stubbed_pricing(monkeypatch, answer):
+    """cloud.aws's bounded clients, the pricing one answering through botocore's Stubber (request and answer
+    validated against botocore's model)."""
+    from botocore.stub import Stubber
+
+    from cloud import aws
+
+    real = aws.client
+
+    def client(service, region, **kwargs):
+        made = real(service, region, **kwargs)
+        if service == "pricing":
+            stubber = Stubber(made)
+            answer(stubber)
+            stubber.activate()
+        return made
+
+    monkeypatch.setattr(aws, "client", client)
+
+
+def test_make_bench_passes_the_price_it_read_from_aws_when_the_config_sets_none(monkeypatch, capsys):
+    import json
+
+    from config import parse_config
+    from ops.price import on_demand_filters
+    from ops.run_benchmark import bench_args_problem, price_args
+    from tests.conftest import default_config_dict
+
+    product = {
+        "terms": {"OnDemand": {"T": {"priceDimensions": {"D": {"unit": "Hrs", "pricePerUnit": {"USD": "44.7"}}}}}}
+    }
+    _stubbed_pricing(
+        monkeypatch,
+        lambda s: s.add_response(
+            "get_products",
+            {"FormatVersion": "aws_v1", "PriceList": [json.dumps(product)]},
+            {
+                "ServiceCode": "AmazonEC2",
+                "Filters": on_demand_filters("trn2.48xlarge", "us-east-2"),
+                "FormatVersion": "aws_v1",
+            },
+        ),
+    )
+    config = parse_config(default_config_dict())
+    args = price_args(config, [])
+    assert args == ["--node-hourly-price-usd", "44.7"]
+    assert "node price $44.70 per hour (on demand in us-east-2, AWS Price List API)" in capsys.readouterr().out
+    from charts.jobs.bench import RUN
+
+    assert bench_args_problem(config, args, mode=RUN) is None  # the Job's bench parses it
+    assert price_args(config, ["--node-hourly-price-usd", "30"]) == []  # BENCH_ARGS' own price stays
+
+    data = default_config_dict()
+    data["trn2_nodes"]["hourly_price_usd"] = 40.0
+    assert price_args(parse_config(data), []) == []  # the config's price wins: nothing asked of AWS
+
+
+def test_no_price_from_aws_is_said_and_the_benchmark_goes_on(monkeypatch, capsys):
+    from config import parse_config
+    from ops.run_benchmark import price_args
+    from tests.conftest import default_config_dict
+
+    _stubbed_pricing(
+        monkeypatch, lambda s: s.add_client_error("get_products", "AccessDeniedException", http_status_code=400)
+    )
+    assert price_args(parse_config(default_config_dict()), []) == []
+    said = capsys.readouterr().err
+    assert "no node price for cost per token: AWS did not give the node's price (AccessDeniedException)" in said
