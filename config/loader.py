@@ -218,7 +218,7 @@ def _fold_crossover(config: DeploymentConfig, config_dir: Path | None) -> Deploy
     derived = {name: n for name, n in paying.items() if name in arms and name not in e.spill_threshold}
     problems = [
         f"{where} gives {name} a spill threshold of {n} in flight per replica, above the Envoy circuit-breaker limit "
-        f"of {ENVOY_THRESHOLD_MAX} (each replica is its own host with that limit, charts/envoy_bootstrap.py); set "
+        f"of {ENVOY_THRESHOLD_MAX} (the arm's cap is it times the replicas, charts/envoy_bootstrap.py); set "
         f"endpoint.spill_threshold.{name} or remove crossover_file"
         for name, n in derived.items()
         if n > ENVOY_THRESHOLD_MAX

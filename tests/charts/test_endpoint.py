@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from importlib.metadata import version
 from pathlib import Path
@@ -16,10 +17,11 @@ from charts import render_serving
 from charts.endpoint import ENVOY_IMAGE
 from charts.envoy_bootstrap import spill_thresholds, weights
 from charts.serving_chart import render_groups
-from config import ConfigError, DeploymentConfig, parse_config
+from config import ConfigError, DeploymentConfig, load_config, parse_config
 from config.tags import DEPLOYMENT_TAG_KEY
 from tests.charts.conftest import TEST_BUCKET, of_kind
 from tests.conftest import (
+    ROOT,
     THREE_PROFILE_CONFIGS,
     crossover_entry,
     crossover_file_dict,
@@ -70,7 +72,7 @@ def test_the_deployed_image_is_the_envoy_version_the_tests_run() -> None:
 
 @pytest.mark.parametrize("name", ["default", "spilling", *THREE_PROFILE_CONFIGS])
 def test_envoy_accepts_the_rendered_config(name: str, tmp_path: Path) -> None:
-    """`spilling`: a weighted speculative arm, so the capped cluster (DNS-discovered replicas, per-host cap) and its
+    """`spilling`: a weighted speculative arm, so the capped cluster (DNS-discovered replicas, the arm's cap) and its
     headless Service's name are in the config Envoy checks."""
     spilling = with_endpoint(weights={"baseline": 50, "speculative": 50})
     data = {"default": default_config_dict(), "spilling": spilling}.get(name) or THREE_PROFILE_CONFIGS[name]()
@@ -85,18 +87,23 @@ def test_envoy_accepts_the_rendered_config(name: str, tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
 
 
-@pytest.mark.parametrize(("threshold", "accepted"), [(2**32 - 1, True), (2**32, False)])
-def test_envoy_itself_bounds_the_spill_threshold_where_the_config_does(
-    threshold: int, accepted: bool, tmp_path: Path
+@pytest.mark.parametrize(("limit", "accepted"), [(2**32 - 1, True), (2**32, False)])
+def test_envoy_itself_bounds_the_cap_where_the_config_and_the_bootstrap_do(
+    limit: int, accepted: bool, tmp_path: Path
 ) -> None:
-    """The config refuses a crossover threshold above ENVOY_THRESHOLD_MAX; the pinned Envoy accepts exactly that
-    bound and refuses one more (its circuit breakers are UInt32Value), so the rule and the receiver agree."""
+    """ENVOY_THRESHOLD_MAX is the pinned Envoy's own limit: it accepts a capped cluster's max_requests of exactly that
+    and refuses one more (its circuit breakers are UInt32Value). The config refuses thresholds above it, and the
+    bootstrap renders the cap (threshold x replicas) at most at it, whatever threshold it is given."""
     from charts.envoy_bootstrap import envoy_bootstrap, render_bootstrap, service_upstreams
     from config.endpoint import ENVOY_THRESHOLD_MAX
 
     assert ENVOY_THRESHOLD_MAX == 2**32 - 1
     config = parse_config(with_endpoint(weights={"baseline": 50, "speculative": 50}))
-    bootstrap = envoy_bootstrap(config, service_upstreams(config), thresholds={"speculative": threshold})
+    bootstrap = envoy_bootstrap(config, service_upstreams(config), thresholds={"speculative": 2**40})
+    (capped,) = [c for c in bootstrap["static_resources"]["clusters"] if c["name"] == "speculative-capped"]
+    limits = capped["circuit_breakers"]["thresholds"][0]
+    assert limits["max_requests"] == limits["max_pending_requests"] == ENVOY_THRESHOLD_MAX
+    limits["max_requests"] = limit
     path = tmp_path / "envoy.yaml"
     path.write_text(render_bootstrap(bootstrap))
     run = subprocess.run(
@@ -109,8 +116,8 @@ def test_envoy_itself_bounds_the_spill_threshold_where_the_config_does(
 
 
 def test_a_threshold_at_envoys_limit_renders_with_two_replicas(tmp_path: Path) -> None:
-    """The waiting places are threshold x replicas (charts/envoy_bootstrap.py waiting), also a UInt32Value: the
-    pinned Envoy accepts the bootstrap of the largest threshold the config takes, on two replicas."""
+    """The cap is threshold x replicas (charts/envoy_bootstrap.py cap), also a UInt32Value: the pinned Envoy accepts
+    the bootstrap of the largest threshold the config takes, on two replicas."""
     from charts.envoy_bootstrap import envoy_bootstrap, render_bootstrap, service_upstreams
     from config.endpoint import ENVOY_THRESHOLD_MAX
 
@@ -244,10 +251,11 @@ def test_with_three_arms_a_spilling_or_dead_arm_fails_over_to_the_baseline_first
     }
 
 
-def test_a_spilling_arm_counts_its_ready_pods_through_a_headless_service_of_its_own_pods() -> None:
+def test_a_spilling_arm_reaches_its_ready_pods_through_a_headless_service_of_its_own_pods() -> None:
     """The capped cluster resolves `<profile>-replicas`, a headless Service selecting exactly the pods of that
-    profile's Deployment (not-ready ones left out), and caps each pod it finds at the threshold: one host per pod,
-    so the cap follows KEDA's replicas instead of the configured count."""
+    profile's Deployment (not-ready ones left out): one host per pod, so least request spreads the arm's requests
+    over its pods. The arm's cap is the threshold times the configured replicas, in flight and waiting for a
+    connection, with no limit on connections (a request never waits for a busy one: charts/envoy_bootstrap.py cap)."""
     data = with_endpoint(weights={"baseline": 50, "speculative": 50}, spill_threshold={"speculative": 3})
     data["profiles"][1]["replicas"] = 2
     data["trn2_nodes"].update(max_size=2, desired_size=2)
@@ -269,7 +277,54 @@ def test_a_spilling_arm_counts_its_ready_pods_through_a_headless_service_of_its_
         "port_value": config.profile("speculative").port,
     }
     assert capped["cluster_type"]["typed_config"]["all_addresses_in_single_endpoint"] is False
-    assert capped["circuit_breakers"]["per_host_thresholds"] == [{"max_connections": 3}]
-    assert capped["circuit_breakers"]["thresholds"][0]["max_pending_requests"] == 3 * 2, (
-        "the cap at the configured replicas"
+    assert "per_host_thresholds" not in capped["circuit_breakers"], "a host at its limit makes requests wait"
+    (limits,) = capped["circuit_breakers"]["thresholds"]
+    assert limits["max_requests"] == limits["max_pending_requests"] == 3 * 2, "the cap at the configured replicas"
+    assert limits["max_connections"] > 3 * 2 * 2, "every request waiting for a connection can open one"
+
+
+def vllm_keep_alive_default_s(version: str) -> int:
+    """VLLM_HTTP_TIMEOUT_KEEP_ALIVE's default (uvicorn's timeout_keep_alive), from the pinned vLLM's own envs.py."""
+    found = sorted((ROOT / f".venv-vllm-{version}" / "lib").glob("python3*/site-packages/vllm/envs.py"))
+    if not found:
+        pytest.skip(f".venv-vllm-{version} is not here: vLLM {version}'s keep-alive cannot be read")
+    default = re.search(
+        r'"VLLM_HTTP_TIMEOUT_KEEP_ALIVE":\s*lambda:\s*int\(\s*os\.environ\.get\(\s*'
+        r'"VLLM_HTTP_TIMEOUT_KEEP_ALIVE",\s*"(\d+)"',
+        found[0].read_text(),
     )
+    assert default, f"vLLM {version}'s envs.py no longer defines VLLM_HTTP_TIMEOUT_KEEP_ALIVE as read here"
+    return int(default.group(1))
+
+
+def seconds(duration: str) -> float:
+    assert duration.endswith("s"), duration
+    return float(duration[:-1])
+
+
+@pytest.mark.parametrize(
+    ("version", "config_file"), [("0.9.1", "default.yaml"), ("0.29.0", "vllm-neuron.yaml")], ids=["legacy-v0", "plugin"]
+)
+def test_the_router_closes_an_idle_upstream_connection_before_vllm_does(version: str, config_file: str) -> None:
+    """vLLM closes a connection idle for VLLM_HTTP_TIMEOUT_KEEP_ALIVE; a request Envoy writes onto it at that moment
+    is reset after it was sent, which no retry of ours takes. Every cluster Envoy connects to has an idle timeout
+    below the keep-alive of the vLLM the shipped configs run (the pods' own value if they set one)."""
+    config = load_config(ROOT / "config" / config_file)
+    baseline = config.baseline_profile.name
+    arm = next(p.name for p in config.profiles if p.speculative and p.name != baseline)
+    data = config.model_dump(mode="json")
+    data["endpoint"] = {**data["endpoint"], "weights": {baseline: 50, arm: 50}}
+    objects = render_serving(parse_config(data), TEST_BUCKET)
+    keep_alive = vllm_keep_alive_default_s(version)
+    for name in (baseline, arm):
+        pod = of_kind(objects, "Deployment")[name]["spec"]["template"]["spec"]
+        (vllm,) = [c for c in pod["containers"] if c["name"] == "vllm"]
+        env = {e["name"]: e.get("value") for e in vllm.get("env", [])}
+        keep_alive = min(keep_alive, int(env.get("VLLM_HTTP_TIMEOUT_KEEP_ALIVE") or keep_alive))
+    clusters = yaml.safe_load(envoy_config_text(objects))["static_resources"]["clusters"]
+    connecting = [c for c in clusters if "load_assignment" in c]
+    assert {c["name"] for c in connecting} >= {baseline, arm, f"{arm}-capped"}
+    for cluster in connecting:
+        options = cluster["typed_extension_protocol_options"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
+        idle = seconds(options["common_http_protocol_options"]["idle_timeout"])
+        assert 0 < idle < keep_alive, f"{cluster['name']}: idle timeout {idle} s, vLLM {version} keeps {keep_alive} s"
