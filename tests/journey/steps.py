@@ -30,7 +30,7 @@ from config.bucket_layout import CROSSOVER_KEY, MANIFEST_NAME, artifact_prefix, 
 from tests.journey.manifests import Rendered, SynthError, read_synth
 from tests.journey.world import MOTO_ACCOUNT, REPO, World
 
-INIT_OK = r"OK: .*? matches profile \S+ \(digest \w+\): \d+ files"
+INIT_OK = r"OK: .*? matches profile \S+ \(digest \w+\): (\d+) files"
 COMMAND_TIMEOUT_S = 600.0
 READY_TIMEOUT_S = 90.0
 ADMIN_ROLE = "journey-admin"
@@ -391,20 +391,21 @@ class Journey:
     # --- serving ----------------------------------------------------------------------------------------------
 
     def serve(self) -> str:
+        """Each profile's pod Ready behind its Service: the init check passed on the built artifact (and the start-up
+        guard saw vLLM serve without compiling, where the Deployment runs vLLM under it), the endpoint's Envoy Ready."""
+
         def ready() -> list[str] | None:
             out = []
             for p in self.config.profiles:
                 pods = [pod for pod in self._pods(p.name) if _ready(pod)]
                 if not pods:
                     return None
-                init = self._init_log(pods[0])
-                vllm = self._log(pods[0], "vllm")
-                guard = " and the start-up guard" if "startup-guard: OK" in vllm else ""
+                checked = re.search(INIT_OK, self._init_log(pods[0]))
                 guarded = any("startup_guard" in " ".join(c.get("command", [])) for c in pods[0]["spec"]["containers"])
-                if guarded and not guard:
+                guard_ok = "startup-guard: OK" in self._log(pods[0], "vllm")
+                if not checked or (guarded and not guard_ok):
                     return None
-                checked = _first(init, INIT_OK)
-                out.append(f"{p.name} ({checked}{guard})")
+                out.append(f"{p.name} (init check: {checked[1]} files match{'; start-up guard OK' if guarded else ''})")
             endpoint = [
                 pod
                 for pod in self.world.cluster.list("Pod", self.ns)
@@ -419,7 +420,7 @@ class Journey:
             assert service is not None
             with urllib.request.urlopen(f"http://{service['spec']['clusterIP']}:{p.port}/v1/models", timeout=5) as r:
                 models.append(json.loads(r.read())["data"][0]["id"])
-        return f"Ready after the init check{' and guard' if any('guard' in x for x in lines) else ''}: {'; '.join(lines)}; /v1/models through each Service: {', '.join(sorted(set(models)))}"
+        return f"Ready: {'; '.join(lines)}; endpoint Ready; /v1/models through each Service: {', '.join(sorted(set(models)))}"
 
     # --- benchmarks -------------------------------------------------------------------------------------------
 
