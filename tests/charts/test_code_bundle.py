@@ -82,7 +82,9 @@ def test_bench_archive_holds_the_sweep_subpackage_and_the_aws_clients(serving_ob
     (the journey's bench-sweep step found it missing: tests/journey)."""
     code = tmp_path / "code"
     _unpack_job_code(serving_objects, "trn-specdec-bench-code", code)
-    probe = "import bench.sweep.run, bench.sweep.adaptive, bench.sweep.analysis, bench.sweep.report, bench.tune, cloud.aws"
+    probe = (
+        "import bench.sweep.run, bench.sweep.adaptive, bench.sweep.analysis, bench.sweep.report, bench.tune, cloud.aws"
+    )
     result = _run(["-c", probe], code, tmp_path)
     assert result.returncode == 0, result.stderr
 
