@@ -473,6 +473,7 @@ class Cluster:
     def _loop(self) -> None:
         """Every RECONCILE_S, each controller once; a controller's exception is logged and the loop goes on (a
         real controller manager keeps running too), so the step waiting on it fails with the pods' state."""
+        probed = 0.0
         while not self._stop.wait(RECONCILE_S):
             try:
                 with self.lock:
@@ -483,7 +484,9 @@ class Cluster:
                     self._schedule()
                     self._kubelet()
                     self._dns()
-                self._probe()
+                if time.monotonic() - probed >= PROBE_S:
+                    probed = time.monotonic()
+                    self._probe()
             except Exception:
                 with (self.folder / "controllers.log").open("a") as log:
                     log.write(traceback.format_exc())

@@ -36,7 +36,8 @@ READY_TIMEOUT_S = 90.0
 ADMIN_ROLE = "journey-admin"
 # What `make bench` and `make bench-sweep` get as BENCH_ARGS here: seconds, not hours, on the stand-ins.
 BENCH_ARGS = ["--requests", "2", "--concurrency", "2", "--warmup", "0", "--max-tokens", "16"]
-SWEEP_ARGS = ["--concurrency", "1,2", "--rates", "none", "--repeats", "1", "--requests", "4", "--max-tokens", "16"]
+SWEEP_ARGS = ["--concurrency", "1,4", "--rates", "none", "--repeats", "1", "--requests", "4", "--max-tokens", "16"]
+ENDPOINT_ARGS = ["--requests", "2", "--concurrency", "2", "--warmup", "0", "--max-tokens", "16"]
 RERUN_ARGS = ["--requests", "1", "--concurrency", "1", "--warmup", "0", "--max-tokens", "8"]
 # Preflight checks whose AWS API moto (the version requirements.lock pins) does not implement: GetAWSDefaultServiceQuota
 # (service-quotas), DescribeClusterVersions and DescribeAddonVersions (EKS), the EKS AMI's public SSM parameter. Each
@@ -111,6 +112,7 @@ class Journey:
         builds = tuple(f"build {p}" for p in profiles)
         return [
             Step("synth", self.synth),
+            Step("profile port", self.profile_port, ("synth",)),
             Step("preflight", self.preflight),
             Step("deploy", self.deploy, ("synth",)),
             Step("stage", self.stage, ("deploy",)),
@@ -118,6 +120,7 @@ class Journey:
             Step("serve", self.serve, builds),
             Step("bench", self.bench, ("serve",)),
             Step("bench-sweep", self.sweep, ("serve",)),
+            Step("bench-sweep args", self.sweep_args, ("deploy",)),
             Step("crossover", self.crossover, ("bench-sweep",)),
             Step("endpoint", self.endpoint, ("serve",)),
             Step("dashboard", self.dashboard, ("serve",)),
@@ -235,6 +238,47 @@ class Journey:
             f"them in dist/serving.yaml); a Deployment{' and ScaledObject' if self.config.scaling.enabled else ''} per "
             f"profile ({', '.join(p.name for p in self.config.profiles)})"
         )
+
+    def profile_port(self) -> str:
+        """Issue 35 finding 4: a profile on the port its own metrics sidecar listens on must be refused when the
+        config loads (the dist/ writer, `python -m charts`, loads it as make synth does), not render a pod whose two
+        containers collide."""
+        assert self.rendered is not None
+        profile = self.config.profiles[0].name
+        ports = [
+            (c["name"], p["containerPort"]) for c in _containers(self.rendered, profile) for p in c.get("ports", [])
+        ]
+        taken = next((port for name, port in ports if name != "vllm"), None)
+        if taken is None:
+            return f"the {profile} pod has no port besides vLLM's: nothing to collide with"
+        data = yaml.safe_load(self.config_path.read_text())
+        data["serving"]["port"] = taken
+        copy = self.world_dir / "port-config.yaml"
+        copy.write_text(yaml.safe_dump(data, sort_keys=False))
+        done = self.ops("profile port", "charts", "--config", str(copy), "--out", str(self.world_dir / "port-dist"))
+        if done.returncode == 2 and str(taken) in done.stderr:
+            return f"serving.port {taken} (the metrics sidecar's) is refused when the config loads: {_last_words(done.stderr, 1)}"
+        if done.returncode != 0:
+            raise StepFailed(
+                f"`python -m charts` with serving.port {taken} failed otherwise: {_last_words(done.stdout + done.stderr)}",
+                "see its log",
+            )
+        rendered = [o for o in yaml.safe_load_all((self.world_dir / "port-dist" / "serving.yaml").read_text()) if o]
+        deploy = next(o for o in rendered if o["kind"] == "Deployment" and o["metadata"]["name"] == profile)
+        listeners = [
+            (c["name"], p["containerPort"])
+            for c in deploy["spec"]["template"]["spec"]["containers"]
+            for p in c.get("ports", [])
+        ]
+        clash = sorted(name for name, port in listeners if port == taken)
+        if len(clash) > 1:
+            raise StepFailed(
+                f"serving.port {taken} validated, and the rendered {profile} pod has {' and '.join(clash)} both listening on "
+                f"{taken}: one of them cannot bind, the pod never serves",
+                "one port vocabulary (a config leaf naming every port a pod uses) that the config rules check each "
+                "profile port against (issue 35, finding 4)",
+            )
+        return f"serving.port {taken} renders without a collision ({listeners})"
 
     # --- preflight --------------------------------------------------------------------------------------------
 
@@ -467,22 +511,50 @@ class Journey:
         ]
         return f"s3://{self.bucket}/{CROSSOVER_KEY} ({'; '.join(entries)}); report and {', '.join(plots)} in {self.sweep_report.relative_to(self.out)}/"
 
+    def sweep_args(self) -> str:
+        """Issue 35 finding 3: BENCH_ARGS the Job's `bench sweep` refuses (a budget on the full grid) must be refused
+        by `make bench-sweep`'s local check, before any Job is applied, not inside the pod."""
+        bad = ["--grid", "full", "--budget-minutes", "30"]
+        calls_before = len(self.world.cluster.calls)
+        done = self.ops(
+            "bench-sweep args", "ops.run_benchmark", "--apply", "--sweep", "--config", str(self.config_path), "--", *bad
+        )
+        applied = [c for c in self.world.cluster.calls[calls_before:] if "apply" in c]
+        if done.returncode == 2 and not applied and "--budget-minutes" in done.stderr:
+            return f"BENCH_ARGS {' '.join(bad)!r} refused before any Job: {_last_words(done.stderr, 1)}"
+        job = re.search(r"job/([\w.-]+) failed", done.stdout + done.stderr)
+        said = _last_words(self.job_log(job[1]), 1) if job else _last_words(done.stdout + done.stderr)
+        raise StepFailed(
+            f"BENCH_ARGS {' '.join(bad)!r} passed make bench-sweep's local check (exit {done.returncode}, "
+            f"{len(applied)} Job applied) and was refused only in the pod: {said}",
+            "run the sweep command's own checks (its --budget-minutes/--grid refusal, bench/commands/sweep.py) in "
+            "ops/run_benchmark.py bench_args_problem before the Job is applied (issue 35, finding 3)",
+        )
+
     # --- the crossover, fed back ---------------------------------------------------------------------------
 
     def crossover(self) -> str:
         """docs/sweep.md and docs/endpoint.md: take the sweep's crossover.json, set endpoint.crossover_file, deploy.
-        The file goes next to the config copy and is named relative to it; weights give the speculative arms
-        traffic, so the endpoint renders a spill threshold (without weights nothing spills)."""
+        The file goes next to the config copy and is named relative to it; weights give a speculative arm traffic,
+        so the endpoint renders its spill threshold (without weights nothing spills). When the step fails, the
+        config copy is put back, so the later steps check their own part."""
+        before = self.config_path.read_text()
+        try:
+            return self._crossover()
+        except BaseException:
+            self.config_path.write_text(before)
+            raise
+
+    def _crossover(self) -> str:
         source = self.world.boto("s3").get_object(Bucket=self.bucket, Key=CROSSOVER_KEY)["Body"].read()
         (self.out / "crossover.json").write_bytes(source)
         data = yaml.safe_load(self.config_path.read_text())
-        speculative = [p.name for p in self.config.profiles if p.speculative]
+        arm = next(p.name for p in self.config.profiles if p.speculative)
         data.setdefault("endpoint", {})["crossover_file"] = "crossover.json"
-        data["endpoint"]["weights"] = {self.config.baseline_profile.name: 50, speculative[0]: 50}
+        data["endpoint"]["weights"] = {self.config.baseline_profile.name: 50, arm: 50}
         self.config_path.write_text(yaml.safe_dump(data, sort_keys=False))
-        folder = self.world_dir / "synth-crossover"
         try:
-            rendered = self.render("crossover", folder)
+            rendered = self.render("crossover", self.world_dir / "synth-crossover")
         except StepFailed as err:
             raise StepFailed(
                 f"with endpoint.crossover_file: crossover.json next to the config, make synth refused it: {err.broke}",
@@ -490,8 +562,13 @@ class Journey:
                 "_read_crossover_file) and ship the spill thresholds, not the path, in config.yaml (issue 35, What to "
                 "build 2)",
             ) from None
-        self.config = load_config(self.config_path)
-        self.rendered = rendered
+        thresholds = self._spill_thresholds(rendered)
+        expected = {arm: _expected_threshold(json.loads(source), arm, self.config.profile(arm).max_num_seqs)}
+        if thresholds != expected:
+            raise StepFailed(
+                f"the endpoint renders spill thresholds {thresholds}; crossover.json and max_num_seqs give {expected}",
+                "charts/envoy_bootstrap.py spill_thresholds and config/crossover.py paying_per_replica",
+            )
         for obj in rendered.objects:
             self.world.cluster.apply_object(obj, self.ns)
         shipped = yaml.safe_load(rendered.one("ConfigMap", "trn-specdec-config")["data"]["config.yaml"])
@@ -507,21 +584,21 @@ class Journey:
                 "the config.yaml the Jobs get must load in the pod: resolve the crossover into spill thresholds before "
                 "anything dumps the config (charts/code_bundle.py ConfigFile), issue 35 What to build 2",
             )
-        thresholds = self._spill_thresholds(rendered)
+        self.config = load_config(self.config_path)
+        self.rendered = rendered
         return (
-            f"crossover.json next to the config, endpoint.crossover_file set: make synth rendered the endpoint with "
-            f"spill at {thresholds} per replica; a Job (bench) ran with the new config.yaml"
+            f"crossover.json next to the config, endpoint.crossover_file set (weights 50/50 to {arm}): make synth "
+            f"rendered the endpoint spilling {arm} above {thresholds[arm]} in flight per replica (crossover.json, else "
+            "max_num_seqs); the objects applied again; a bench Job loaded the new config.yaml in its pod"
         )
 
     def _spill_thresholds(self, rendered: Rendered) -> dict[str, int]:
         bootstrap = yaml.safe_load(rendered.one("ConfigMap", "endpoint-envoy")["data"]["envoy.yaml"])
-        out = {}
-        for cluster in bootstrap["static_resources"]["clusters"]:
-            if cluster["name"].endswith("-capped"):
-                out[cluster["name"].removesuffix("-capped")] = cluster["circuit_breakers"]["per_host_thresholds"][0][
-                    "max_connections"
-                ]
-        return out
+        return {
+            c["name"].removesuffix("-capped"): c["circuit_breakers"]["per_host_thresholds"][0]["max_connections"]
+            for c in bootstrap["static_resources"]["clusters"]
+            if c["name"].endswith("-capped")
+        }
 
     # --- the endpoint -------------------------------------------------------------------------------------------
 
@@ -530,6 +607,7 @@ class Journey:
         without the override header answered by an arm the weights name."""
         from tests.router_harness import free_port
 
+        self._wait(self._rolled_out("endpoint"), "the endpoint's Deployment to roll out its current template")
         local = free_port()
         forward = subprocess.Popen(
             ["kubectl", "-n", self.ns, "port-forward", "svc/endpoint", f"{local}:{self.config.endpoint.port}"],
@@ -560,7 +638,7 @@ class Journey:
             done = self.command(
                 "endpoint",
                 [sys.executable, "-m", "bench", "run", *endpoints, "--pick-arm", "--config", str(self.config_path),
-                 "--out", str(out), "--overwrite", *RERUN_ARGS],
+                 "--out", str(out), "--overwrite", *ENDPOINT_ARGS],
             )  # fmt: skip
             self.expect_ok("endpoint", done, f"see {self.logs / 'endpoint.log'}")
             data = json.loads(out.read_text())
@@ -696,6 +774,23 @@ class Journey:
             and "deletionTimestamp" not in p["metadata"]
         ]
 
+    def _rolled_out(self, deployment: str) -> Callable[[], bool]:
+        """Every pod of the Deployment Ready and of its current template (a changed ConfigMap hash restarts it)."""
+
+        def done() -> bool:
+            current = self.world.cluster.get("Deployment", self.ns, deployment)
+            pods = self.world.cluster.list("Pod", self.ns)
+            mine = [p for p in pods if any(r["name"] == deployment for r in p["metadata"].get("ownerReferences", []))]
+            template = (current or {}).get("spec", {}).get("template", {}).get("metadata", {}).get("annotations", {})
+            return bool(mine) and all(
+                _ready(p)
+                and p["metadata"].get("annotations", {}) == template
+                and "deletionTimestamp" not in p["metadata"]
+                for p in mine
+            )
+
+        return done
+
     def _log(self, pod: dict[str, Any], container: str) -> str:
         code, out, _ = self.world.cluster.kubectl(["-n", self.ns, "logs", pod["metadata"]["name"], "-c", container])
         return out if code == 0 else ""
@@ -714,6 +809,22 @@ class Journey:
         raise StepFailed(
             f"waited {timeout:g} s for {what}; pods: {pods}", "see the pods' logs under the world folder (--keep-world)"
         )
+
+
+def _containers(rendered: Rendered, deployment: str) -> list[dict[str, Any]]:
+    return list(rendered.one("Deployment", deployment)["spec"]["template"]["spec"]["containers"])
+
+
+def _expected_threshold(crossover: dict[str, Any], arm: str, max_num_seqs: int) -> int:
+    """The spill threshold docs/endpoint.md and config/crossover.py (paying_per_replica) give an arm: the highest
+    concurrency that still paid, for the prompt kind that stops paying first; max_num_seqs where the sweep found no
+    crossover."""
+    paying = [
+        max(int(c["last_paying"] or 1), 1)
+        for c in crossover["crossovers"]
+        if c["variant"] == arm and c["load"] == "concurrency" and c["crossover"] is not None
+    ]
+    return min(paying) if paying else max_num_seqs
 
 
 def _ready(pod: dict[str, Any]) -> bool:
