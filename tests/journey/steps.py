@@ -215,7 +215,12 @@ class Journey:
         cdk_out, dist = folder / "cdk.out", folder / "dist"
         npx = ["npx", "--no-install", "cdk", "synth", "--quiet", "-c", f"config={self.config_path}", "--no-notices"]
         done = self.command(step, [*npx, "-c", f"dist={dist}", "--output", str(cdk_out)], cwd=REPO)
-        self.expect_ok(step, done, f"read the sentence above and fix {self.config_path.name}, or the code it names")
+        if done.returncode != 0:
+            said = [line for line in (done.stdout + done.stderr).splitlines() if "Subprocess exited" not in line]
+            raise StepFailed(
+                f"make synth exited {done.returncode}: {_last_words(chr(10).join(said))}",
+                f"read the sentence and fix {self.config_path.name}, or the code it names",
+            )
         report = self.command(
             step, [sys.executable, "-m", "tools.synth_report", "--out", str(cdk_out), "--dist", str(dist)], cwd=REPO
         )
