@@ -133,7 +133,9 @@ async def serve(argv: list[str]) -> None:
     else:
         log(f"init engine (profile, create kv cache, warmup model) took {elapsed:.2f} s")
     log(f"serving {script.model} on http://{host}:{port} (k={k}, chunk sizes {','.join(map(str, script.pattern))})")
-    await asyncio.Event().wait()
+    parent = os.getppid()
+    while os.getppid() == parent:  # an orphan (its start-up guard killed) ends too, as its container would
+        await asyncio.sleep(1.0)
 
 
 def main() -> None:
