@@ -191,6 +191,7 @@ class World:
                     if path.is_file() and path.stat().st_size == obj["Size"] and int(path.stat().st_mtime) == mtime:
                         continue
                     path.parent.mkdir(parents=True, exist_ok=True)
+                    path.unlink(missing_ok=True)  # read-only from the last sync (and for a non-root user, unwritable)
                     path.write_bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
                     os.utime(path, (mtime, mtime))
             for path in sorted(root.rglob("*"), reverse=True):
