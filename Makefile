@@ -25,7 +25,7 @@ VLLM_0_29_0_VENV := .venv-vllm-0.29.0
 # (tests/tools/test_prometheus_tool.py checks this target against the module).
 PROMETHEUS_TOOL := .cache/tools/prometheus-2.42.0/.installed
 
-.PHONY: setup synth test test-cold lint format preflight deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy teardown-dry-run clean
+.PHONY: setup synth test test-cold journey lint format preflight deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy teardown-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -74,6 +74,13 @@ test: setup $(VLLM_0_9_1_VENV)/.installed $(VLLM_0_29_0_VENV)/.installed $(PROME
 test-cold:
 	rm -rf .cache/tests .mypy_cache/tests-*
 	TRN_SPECDEC_TEST_CACHE=0 $(MAKE) test
+
+# The README's flow, synth to the teardown sweep's dry run, offline against a local world (moto, a loopback Hugging
+# Face, a fake cluster that runs the rendered Jobs and pods with the shipped code, vLLM stand-ins, the pinned Envoy):
+# one line per step, outputs in journey-results/<config>/ (tests/journey/). Several: CONFIG="a.yaml b.yaml".
+# Its own target, not part of `make test`: about 2.5 minutes per config on 2 cores, and CI runs it after the tests.
+journey: setup
+	$(BIN)/python -m tests.journey $(foreach c,$(CONFIG),--config $(c))
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

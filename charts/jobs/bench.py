@@ -54,13 +54,13 @@ RUNTIME_PACKAGES = ("aiohttp", "pydantic", "pyyaml", "boto3")
 
 
 def bench_code_files() -> list[str]:
-    """What `python -m bench run` and `bench sweep --no-plots` need in the cluster (no plots, no test server, no
-    tuner): the archives must fit the kubectl handler's payload (tests/charts/test_code_bundle.py). The Job gets
+    """What `python -m bench run` and `bench sweep --no-plots` need in the cluster (no plots, no test server; the
+    tuner is in: the sweep's report.md carries its prediction, bench/sweep/report.py imports bench.tune): the
+    archives must fit the kubectl handler's payload (tests/charts/test_code_bundle.py). The Job gets
     what every Job reads of config/ and serving_stacks/ from the shared archive, the rest from its own."""
     skip = {
         "bench/report.py",
         "bench/sweep/plots.py",
-        "bench/tune.py",
         "bench/standin/server.py",
         "bench/standin/selfcheck.py",
     }

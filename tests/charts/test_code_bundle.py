@@ -79,10 +79,14 @@ def test_bench_archive_runs_the_bench_cli(serving_objects, tmp_path):
 
 def test_bench_archive_holds_the_sweep_subpackage_and_the_aws_clients(serving_objects, tmp_path):
     """`bench sweep` in the Job imports the sweep pipeline (bench/sweep/, a subpackage) and the AWS clients
-    (cloud/, from the shared archive) only when it runs, so `bench run --help` would not notice them missing."""
+    (cloud/, from the shared archive) only when it runs, so `bench run --help` would not notice them missing; and
+    its report.md imports the tuner's prediction (bench.tune) only when it is written, after the whole sweep ran
+    (the journey's bench-sweep step found it missing: tests/journey)."""
     code = tmp_path / "code"
     _unpack_job_code(serving_objects, "trn-specdec-bench-code", code)
-    probe = "import bench.sweep.run, bench.sweep.adaptive, bench.sweep.analysis, bench.sweep.report, cloud.aws"
+    probe = (
+        "import bench.sweep.run, bench.sweep.adaptive, bench.sweep.analysis, bench.sweep.report, bench.tune, cloud.aws"
+    )
     result = _run(["-c", probe], code, tmp_path)
     assert result.returncode == 0, result.stderr
 
