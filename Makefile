@@ -79,7 +79,7 @@ test-cold:
 # Face, a fake cluster that runs the rendered Jobs and pods with the shipped code, vLLM stand-ins, the pinned Envoy):
 # one line per step, outputs in journey-results/<config>/ (tests/journey/). Several: CONFIG="a.yaml b.yaml".
 # Its own target, not part of `make test`: about 2.5 minutes per config on 2 cores, and CI runs it after the tests.
-journey: setup
+journey: setup $(PROMETHEUS_TOOL)
 	$(BIN)/python -m tests.journey $(foreach c,$(CONFIG),--config $(c))
 
 lint: setup

@@ -267,6 +267,10 @@ class Preflight:
                 price = on_demand_price(self.clients["pricing"], t.instance_type, self.config.region)
         except PriceUnknown as err:
             raise Skipped(str(err)) from None
+        except aws.errors() as err:  # a price is for reports: nothing the deploy needs waits on it
+            raise Skipped(
+                f"no price from AWS ({aws.error_code(err) or type(err).__name__}); set trn2_nodes.hourly_price_usd to see cost"
+            ) from None
         return (
             f"{t.instance_type}: ${price.usd_per_hour:,.2f} per node-hour ({price.source}); make bench and the sweep "
             "price tokens with it while trn2_nodes.hourly_price_usd is unset"

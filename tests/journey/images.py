@@ -30,6 +30,7 @@ class Image:
     name: str
     programs: tuple[str, ...]
     site: tuple[Path, ...]
+    vllm_stack: str = ""  # whose vLLM the image holds: the stand-in serves that stack's API and series
 
 
 def image_for(reference: str) -> Image:
@@ -43,6 +44,7 @@ def image_for(reference: str) -> Image:
             "neuron-legacy" if legacy else "neuron-plugin",
             ("python3", "pip", "vllm"),
             (SITE, NXDI) if legacy else (SITE,),
+            "legacy-v0" if legacy else "vllm-neuron",
         )
     if repository.endswith("envoyproxy/envoy"):
         return Image("envoy", ("envoy",), ())
@@ -83,5 +85,8 @@ def install(root: Path, image: Image) -> Path:
         if program == "python3":
             _launcher(bin_dir / "python3", f'{with_site}exec "{python}" "$@"')
         else:
-            _launcher(bin_dir / program, f'{with_site}exec "{python}" "{IMAGE_CODE / f"standin_{program}.py"}" "$@"')
+            stack = f"JOURNEY_VLLM_STACK={image.vllm_stack} " if program == "vllm" else ""
+            _launcher(
+                bin_dir / program, f'{with_site}{stack}exec "{python}" "{IMAGE_CODE / f"standin_{program}.py"}" "$@"'
+            )
     return bin_dir

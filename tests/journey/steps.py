@@ -48,6 +48,7 @@ MOTO_CANNOT = {
     "kubernetes version": "EKS DescribeClusterVersions",
     "add-on versions": "EKS DescribeAddonVersions",
     "neuron AMI": "the public SSM parameter of the EKS Neuron AMI",
+    "node price": "the Price List API (pricing GetProducts)",
 }
 
 
@@ -598,11 +599,14 @@ class Journey:
         )
 
     def _spill_thresholds(self, rendered: Rendered) -> dict[str, int]:
+        """Per replica, what each capped cluster admits: its max_requests is threshold x the profile's configured
+        replicas (charts/envoy_bootstrap.py cap)."""
         bootstrap = yaml.safe_load(rendered.one("ConfigMap", "endpoint-envoy")["data"]["envoy.yaml"])
+        config = load_config(self.config_path)
         return {
-            c["name"].removesuffix("-capped"): c["circuit_breakers"]["per_host_thresholds"][0]["max_connections"]
+            name: c["circuit_breakers"]["thresholds"][0]["max_requests"] // max(config.profile(name).replicas, 1)
             for c in bootstrap["static_resources"]["clusters"]
-            if c["name"].endswith("-capped")
+            if (name := c["name"].removesuffix("-capped")) != c["name"]
         }
 
     # --- the endpoint -------------------------------------------------------------------------------------------
@@ -673,11 +677,39 @@ class Journey:
     # --- what the lead fills ---------------------------------------------------------------------------------
 
     def dashboard(self) -> str:
-        """Every dashboard panel, alert rule and KEDA query evaluated in a real Prometheus (2.42, promtool) scraping
-        the stand-ins through the rendered scrape config's relabel and keep rules: not built in this branch."""
-        raise Todo(
-            "the dashboard's panels, alert rules and KEDA queries in a real Prometheus scraping the stand-ins: "
-            "filled in when the promtool and livemetrics branches merge (tests/prometheus.py)"
+        """docs/dashboard.md: every live-dashboard panel, annotation, alert rule and KEDA trigger asked of a real
+        Prometheus (2.42) that scrapes the running pods through the rendered scrape configuration and holds the
+        rendered alert rules (tests/journey/metrics.py says what differs from AMP). Each panel has data, or is a text
+        panel that says why its stack cannot report it; the panels' last minute is drawn as dashboard.png."""
+        from tests.journey import metrics
+
+        assert self.rendered is not None
+        pods = self.world.cluster.list("Pod", self.ns)
+        serving = {p.name: self._pods(p.name) for p in self.config.profiles}
+        empty = [name for name, found in serving.items() if not found]
+        if empty:
+            raise StepFailed(f"no running pod of {', '.join(empty)} to scrape", "see the serve step")
+        urls = [f"http://{pod['status']['podIP']}:{p.port}" for p in self.config.profiles for pod in serving[p.name]]
+        endpoint = [pod for pod in pods if pod["metadata"]["name"].startswith("endpoint-") and "podIP" in pod["status"]]
+        urls += [f"http://{pod['status']['podIP']}:{self.config.endpoint.port}" for pod in endpoint]
+        model = self.config.models[self.config.profiles[0].target].hf_id
+        try:
+            with metrics.prometheus_on(self.rendered, pods, self.world_dir / "prometheus") as prom:
+                metrics.drive(urls, model)
+                time.sleep(3.0)  # three scrapes and rule evaluations after the traffic
+                result = metrics.evaluate(
+                    prom, self.rendered, self.ns, self.world.boto("cloudwatch"), self.out / "dashboard.png"
+                )
+        except metrics.MetricsFailed as err:
+            raise StepFailed(
+                str(err), "the queries must read the series the profile's stack serves (serving_stacks LIVE_METRICS)"
+            ) from None
+        return (
+            f"Prometheus 2.42 scraped {len(pods)} pods through the rendered scrape config: {result.panels} panel queries "
+            f"with data, {result.text_panels} text panels saying why their stack cannot report, {result.annotations} "
+            f"annotations evaluated, {result.rules} alert rules loaded and healthy (each series they read served, but "
+            f"{', '.join(metrics.CONTROL_PLANE_SERIES)}: EKS control plane), {result.triggers} KEDA queries with one "
+            f"value, {result.cloudwatch} CloudWatch series in moto; {result.png.name}"
         )
 
     # --- cold start -----------------------------------------------------------------------------------------

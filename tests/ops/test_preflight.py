@@ -700,3 +700,10 @@ def test_a_capacity_blocks_price_comes_from_an_offering_of_its_size_and_length(s
     )
     said = make(capacity_block_config(), ec2=ec2).node_price()
     assert said.startswith("trn2.48xlarge: $35.00 per node-hour (a current Capacity Block offering (1 x 48 h)")
+
+
+def test_a_price_aws_does_not_answer_is_a_skip_too(stub):
+    pricing, s = stub("pricing")
+    s.add_client_error("get_products", "InternalFailure", http_status_code=500)
+    with pytest.raises(Skipped, match=r"no price from AWS \(InternalFailure\); set trn2_nodes\.hourly_price_usd"):
+        make(config_with(), pricing=pricing).node_price()

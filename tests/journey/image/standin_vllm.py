@@ -118,7 +118,7 @@ async def serve(argv: list[str]) -> None:
             "--table-k", str(k),
             "--pattern", ",".join(str(n) for n in chunk_pattern(k)),
             "--k", str(max(k, 1)),
-            "--metrics", "v1" if k else "none",
+            "--stack", os.environ["JOURNEY_VLLM_STACK"],  # the image's vLLM: its own series (LIVE_METRICS)
             "--max-num-seqs", given.get("--max-num-seqs", "0"),
         ]
     )  # fmt: skip
