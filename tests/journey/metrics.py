@@ -249,6 +249,7 @@ def draw(prom: Prometheus, queries: list[tuple[str, str]], out: Path) -> Path:
                 if points:
                     ax.plot(*zip(*points, strict=True), linewidth=1)
         ax.set_title(title, fontsize=8)
+        ax.set_xlabel("seconds before the query", fontsize=6)
         ax.tick_params(labelsize=6)
     for ax in list(axes.flat)[len(titles) :]:
         ax.axis("off")
