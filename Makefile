@@ -29,7 +29,7 @@ PROMETHEUS_TOOL := .cache/tools/prometheus-2.42.0/.installed
 # (tools/renovate_tool.py; tests/tools/test_renovate_tool.py checks this target against the module).
 RENOVATE_TOOL := .cache/tools/renovate/.installed
 
-.PHONY: setup synth test test-cold lint format preflight deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy teardown-dry-run clean
+.PHONY: setup synth test test-cold lint format preflight versions deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy teardown-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -87,6 +87,11 @@ lint: setup
 
 format: setup
 	$(BIN)/ruff check --fix . && $(BIN)/ruff format .
+
+# What the version map pins per Kubernetes version, with its sources; with AWS credentials also what EKS offers now
+# per add-on (DescribeAddonVersions: default and newest). Read-only. Renovate's config (renovate.json) proposes updates.
+versions: setup
+	$(BIN)/python -m ops.versions_report --config $(CONFIG)
 
 # Read-only checks of the account against the config, each ok / FAIL with the fix / skipped (docs/preflight.md);
 # within 30 s whatever the network does. PREFLIGHT_ARGS=--offline skips the Hugging Face revision check.
