@@ -24,8 +24,12 @@ VLLM_0_29_0_VENV := .venv-vllm-0.29.0
 # root (tools/prometheus_tool.py; it needs apt's lists, and as root runs `apt-get update` itself when they lack the pin). Its folder names the pinned version
 # (tests/tools/test_prometheus_tool.py checks this target against the module).
 PROMETHEUS_TOOL := .cache/tools/prometheus-2.42.0/.installed
+# Renovate's config validator, pinned by tools/renovate/package-lock.json, in its own folder of the tool cache
+# (341 MB: only the tests need it, not synth or deploy); installed again when Renovate bumps the lock
+# (tools/renovate_tool.py; tests/tools/test_renovate_tool.py checks this target against the module).
+RENOVATE_TOOL := .cache/tools/renovate/.installed
 
-.PHONY: setup synth test test-cold journey lint format preflight deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy teardown-dry-run clean
+.PHONY: setup synth test test-cold journey lint format preflight versions deploy stage build bench bench-lossless bench-sweep ab coldstart-report destroy teardown-dry-run clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -55,6 +59,9 @@ $(VLLM_0_29_0_VENV)/.installed: requirements-vllm-0.29.0.lock
 $(PROMETHEUS_TOOL): tools/prometheus_tool.py
 	$(PYTHON) -m tools.prometheus_tool
 
+$(RENOVATE_TOOL): tools/renovate_tool.py tools/renovate/package.json tools/renovate/package-lock.json
+	$(PYTHON) -m tools.renovate_tool
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -65,7 +72,7 @@ synth: setup
 	$(CDK) synth --quiet $(CDK_FLAGS) -c dist=dist
 	@$(BIN)/python -m tools.synth_report --out cdk.out --dist dist
 
-test: setup $(VLLM_0_9_1_VENV)/.installed $(VLLM_0_29_0_VENV)/.installed $(PROMETHEUS_TOOL)
+test: setup $(VLLM_0_9_1_VENV)/.installed $(VLLM_0_29_0_VENV)/.installed $(PROMETHEUS_TOOL) $(RENOVATE_TOOL)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m tools.test_shards
@@ -87,6 +94,11 @@ lint: setup
 
 format: setup
 	$(BIN)/ruff check --fix . && $(BIN)/ruff format .
+
+# What the version map pins per Kubernetes version, with its sources; with AWS credentials also what EKS offers now
+# per add-on (DescribeAddonVersions: default and newest). Read-only. Renovate's config (renovate.json) proposes updates.
+versions: setup
+	$(BIN)/python -m ops.versions_report --config $(CONFIG)
 
 # Read-only checks of the account against the config, each ok / FAIL with the fix / skipped (docs/preflight.md);
 # within 30 s whatever the network does. PREFLIGHT_ARGS=--offline skips the Hugging Face revision check.
