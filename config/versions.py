@@ -100,11 +100,20 @@ CHARTS: dict[str, ChartPin] = {
         version="2.20.2",
         source="kedacore/charts@cbb9bb8c keda/Chart.yaml (version and appVersion 2.20.2)",
     ),
+    # 1.10.0 (released 2026-08-19, tag @8ca1e5c; its release notes list no changes): DRA driver 1.1.0 -> 1.2.0, device
+    # plugin and scheduler 2.31.0.0 -> 2.32.0.0, UltraServer operator 0.1.0 -> 0.2.0, node problem detector v1.35.2 ->
+    # v1.36.0, neuronInstances gains trn3n/trn3en/trn3s-es and loses trn3e (trn2.48xlarge stays). The value keys we set
+    # (devicePlugin, npd, scheduler, draDriver .enabled) and draDriver's default tolerations are unchanged; the
+    # DeviceClass (neuron.aws.com) and the attributes our claims use are those of the Neuron DRA docs at SDK 2.32
+    # (charts/neuron_claim.py). Its templates at 1.10.0 could not be read here (the chart's RBAC included).
     NEURON: ChartPin(
         repository="oci://public.ecr.aws/neuron/neuron-helm-chart",
         chart="neuron-helm-chart",
-        version="1.9.0",
-        source="aws-neuron/neuron-helm-charts 1.9.0 (value keys devicePlugin, npd, scheduler, draDriver read there)",
+        version="1.10.0",
+        source="aws-neuron/neuron-helm-charts releases page (1.10.0, 19 Aug, @8ca1e5c); its values.yaml from a "
+        "third-party record of `helm show values oci://public.ecr.aws/neuron/neuron-helm-chart --version 1.10.0` "
+        "(digest sha256:ed5d8f73b7a05d3a1edf17b2bfaf277ea995ad1c65b115fa8ba2c7b4dc649346), compared with 1.9.0's "
+        "(@b77a6f90 charts/neuron-helm-chart/values.yaml)",
     ),
     # The first chart line whose ClusterRole lets CA read resource.k8s.io resourceslices/deviceclasses/resourceclaims
     # (added in 9.54.0; 9.53.0, the last with appVersion 1.34.x, has none, and DRA needs them), so both Kubernetes
