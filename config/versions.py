@@ -8,9 +8,10 @@ The vLLM serving images are not repeated here: each serving stack owns its image
 (serving_stacks/<stack>.py IMAGE_TAG, behind the ServingStack contract) and the config picks one per profile;
 SERVING_IMAGES_OWNER says so, and the image test accepts exactly the tags a serving stack serves.
 
-Sources read on 2026-11-26. EKS publishes one table of the newest add-on build per Kubernetes version; older builds
-stay offered, so a pin older than the table's newest is still valid. Where only a third-party record of an
-account's `aws eks describe-addon-versions` answer was found, the source says so: `make preflight` is the check.
+Sources read on 2026-11-26 (Kubernetes 1.36, the Neuron chart 1.10.0 and the bench image on 2026-11-28). EKS publishes
+one table of the newest add-on build per Kubernetes version; older builds stay offered, so a pin older than the
+table's newest is still valid. Where only a third-party record of an account's `aws eks describe-addon-versions`
+answer was found, or no record at all, the source says so (UNCONFIRMED): `make preflight` is the check.
 
 Leaf module: imports nothing of ours.
 """
@@ -57,6 +58,16 @@ _MOUNTPOINT = (
     "third-party record (2026-08) of v2.7.0-eksbuild.1 as the newest build on EKS 1.35; driver v2 supports Pod Identity "
     "(awslabs/mountpoint-s3-csi-driver docs/UPGRADING_TO_V2.md); unconfirmed at an AWS page: make preflight"
 )
+# Kubernetes 1.36: kube-proxy and CoreDNS have a 1.36 row in EKS's tables (ja_jp pages, read 2026-11-28). No page read
+# here lists the other add-ons' builds for 1.36, so these keep the 1.35 pins, which EKS offers for every version it
+# lists them under; whether it offers them for 1.36 is not confirmed.
+_UNCONFIRMED_136 = "UNCONFIRMED for 1.36: no AWS page read here lists this add-on's 1.36 builds; make preflight"
+_KUBE_PROXY_TABLE_136 = (
+    "https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md (kube-proxy versions, 1.36 row)"
+)
+_COREDNS_TABLE_136 = (
+    "https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-coredns.md (CoreDNS versions, 1.36 row)"
+)
 _CLOUDWATCH = (
     "aws-observability/helm-charts@93a934e8 charts/amazon-cloudwatch-observability (v6.4.0, Classic Container Insights "
     "names: stacks/container_insights.py)"
@@ -84,6 +95,16 @@ ADDONS: dict[str, dict[str, Pin]] = {
         POD_IDENTITY_AGENT: Pin("v1.3.10-eksbuild.3", _THIRD_PARTY_135),
         MOUNTPOINT_S3_CSI: Pin("v2.7.0-eksbuild.1", _MOUNTPOINT),
         CLOUDWATCH_OBSERVABILITY: Pin("v6.4.0-eksbuild.1", _CLOUDWATCH),
+    },
+    "1.36": {
+        VPC_CNI: Pin("v1.21.1-eksbuild.8", f"{_UNCONFIRMED_136} (the 1.35 pin: {_THIRD_PARTY_135})"),
+        KUBE_PROXY: Pin("v1.36.0-eksbuild.14", _KUBE_PROXY_TABLE_136),
+        COREDNS: Pin("v1.14.3-eksbuild.3", _COREDNS_TABLE_136),
+        POD_IDENTITY_AGENT: Pin(
+            "v1.3.10-eksbuild.3", f"{_UNCONFIRMED_136} (the agent's builds are version-independent)"
+        ),
+        MOUNTPOINT_S3_CSI: Pin("v2.7.0-eksbuild.1", f"{_UNCONFIRMED_136} (the 1.35 pin: {_MOUNTPOINT})"),
+        CLOUDWATCH_OBSERVABILITY: Pin("v6.4.0-eksbuild.1", f"{_UNCONFIRMED_136} (the 1.35 pin: {_CLOUDWATCH})"),
     },
 }
 
@@ -116,8 +137,8 @@ CHARTS: dict[str, ChartPin] = {
         "(@b77a6f90 charts/neuron-helm-chart/values.yaml)",
     ),
     # The first chart line whose ClusterRole lets CA read resource.k8s.io resourceslices/deviceclasses/resourceclaims
-    # (added in 9.54.0; 9.53.0, the last with appVersion 1.34.x, has none, and DRA needs them), so both Kubernetes
-    # minors use it, with the image of the cluster's minor (CLUSTER_AUTOSCALER_IMAGES), as CA's README asks.
+    # (added in 9.54.0; 9.53.0, the last with appVersion 1.34.x, has none, and DRA needs them), so every Kubernetes
+    # minor uses it, with the image of the cluster's minor (CLUSTER_AUTOSCALER_IMAGES), as CA's README asks.
     CLUSTER_AUTOSCALER: ChartPin(
         repository="https://kubernetes.github.io/autoscaler",
         chart="cluster-autoscaler",
@@ -139,6 +160,13 @@ CLUSTER_AUTOSCALER_REPOSITORY = "registry.k8s.io/autoscaling/cluster-autoscaler"
 CLUSTER_AUTOSCALER_IMAGES: dict[str, Pin] = {
     "1.34": Pin("v1.34.5", "kubernetes/autoscaler tag cluster-autoscaler-1.34.5 (@cb2123ed)"),
     "1.35": Pin("v1.35.2", "kubernetes/autoscaler tag cluster-autoscaler-1.35.2 (@2d425888)"),
+    # No chart release has appVersion 1.36 yet (9.59.0 is the newest, at kubernetes/autoscaler@55c37cd5, 2026-08-22);
+    # 9.59.0's ClusterRole already covers what 1.36's optional features read (capacitybuffers, capacityquotas).
+    "1.36": Pin(
+        "v1.36.1",
+        "kubernetes/autoscaler tag cluster-autoscaler-1.36.1 (@35e8a280, version/version.go 1.36.1); its image's "
+        "promotion, kubernetes/k8s.io PR #9760, is cited by issue 37 and was not read here",
+    ),
 }
 
 ENVOY = "envoy"

@@ -14,7 +14,7 @@ import pytest
 from charts.jobs.bench import render_bench_job
 from charts.jobs.model_build import render_build_job
 from charts.jobs.stage import render_stage_job
-from config import DeploymentConfig
+from config import DeploymentConfig, parse_config
 from config.catalogue import PLACEHOLDER_ACCOUNT
 from config.kubernetes import SUPPORTED_KUBERNETES_VERSIONS
 from config.versions import (
@@ -27,6 +27,7 @@ from config.versions import (
     for_kubernetes,
 )
 from serving_stacks import stack_serving
+from tests.conftest import NEWEST_KUBERNETES_SYNTH, THREE_PROFILE_CONFIGS
 
 # What EKS add-on versions look like (Renovate's aws-eks-addon versioning: ^v?\d+\.\d+\.\d+-eksbuild\.\d+$).
 ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
@@ -34,6 +35,8 @@ ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
 # -slim-bookworm). `python:3.11-slim-bookworm` or `envoy:v1.40-latest` follow new releases, so they do not match.
 EXACT_IMAGE = re.compile(r"(@sha256:[0-9a-f]{64}|:v?\d+\.\d+\.\d+(\.\d+)*(-[\w.-]+)?)$")
 FLOATING_WORDS = ("latest", "stable", "current")
+# The synthesized configs and their Kubernetes versions: every supported version has one (see the test below).
+VERSION_SYNTHS = ["synth", "variant_synth", "newest_kubernetes_synth"]
 
 
 def exact_image(image: str) -> bool:
@@ -42,6 +45,13 @@ def exact_image(image: str) -> bool:
 
 def test_the_map_pins_every_supported_kubernetes_version():
     assert set(ADDONS) == set(SUPPORTED_KUBERNETES_VERSIONS)
+
+
+def test_the_synthesized_configs_cover_every_supported_kubernetes_version(default_config, variant_config):
+    """The version-map tests below run on these three synths: a supported version none of them is on goes untested."""
+    newest = parse_config(THREE_PROFILE_CONFIGS[NEWEST_KUBERNETES_SYNTH]())
+    synthesized = [c.kubernetes_version for c in (default_config, variant_config, newest)]
+    assert sorted(synthesized) == sorted(SUPPORTED_KUBERNETES_VERSIONS)
 
 
 def test_every_pin_is_an_exact_version_with_a_source():
@@ -95,22 +105,25 @@ def _addons(synth) -> dict[str, dict[str, Any]]:
     }
 
 
-@pytest.mark.parametrize("which", ["synth", "variant_synth"])
+@pytest.mark.parametrize("which", VERSION_SYNTHS)
 def test_every_addon_in_the_template_is_pinned_from_the_map(which, request):
-    """The default config (Kubernetes 1.35) and the variant (1.34): every add-on, each at the map's version."""
+    """The default config (Kubernetes 1.35), the variant (1.34) and the newest (1.36): every add-on, each at the map's
+    version for the config's Kubernetes version."""
     synth = request.getfixturevalue(which)
     pins = for_kubernetes(synth.config.kubernetes_version).addons
     found = {name: props.get("AddonVersion") for name, props in _addons(synth).items()}
     assert found == {name: pin.version for name, pin in pins.items()}
 
 
-def test_every_helm_chart_in_the_template_comes_from_the_map(synth):
+@pytest.mark.parametrize("which", VERSION_SYNTHS)
+def test_every_helm_chart_in_the_template_comes_from_the_map(which, request):
+    synth = request.getfixturevalue(which)
     charts = [r["Properties"] for r in synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").values()]
     found = sorted((c["Repository"], c["Chart"], c["Version"]) for c in charts)
     assert found == sorted((c.repository, c.chart, c.version) for c in CHARTS.values())
 
 
-@pytest.mark.parametrize("which", ["synth", "variant_synth"])
+@pytest.mark.parametrize("which", VERSION_SYNTHS)
 def test_the_cluster_autoscaler_image_is_the_maps_for_the_clusters_kubernetes_minor(which, request):
     """One CA minor per Kubernetes minor (CA's README): the Helm values carry the map's image for the config's version."""
     synth = request.getfixturevalue(which)
