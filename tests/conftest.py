@@ -8,7 +8,7 @@ import json
 import os
 import re
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 
 from config import DEFAULT_CONFIG, DeploymentConfig, load_config, parse_config
 from config.catalogue import PLACEHOLDER_ACCOUNT
+from config.kubernetes import SUPPORTED_KUBERNETES_VERSIONS
 from tests.timeouts import pytest_configure, pytest_runtest_call, pytest_runtest_setup  # noqa: F401 (hooks)
 from tools.test_shards import SHARED_SYNTH_DIR
 
@@ -108,8 +109,10 @@ def readme_spec_k5_config_dict() -> dict[str, Any]:
 
 
 def two_baselines_one_speculative_config_dict() -> dict[str, Any]:
-    """The first profile without speculation is the baseline; a second one is just another variant."""
+    """The first profile without speculation is the baseline; a second one is just another variant. On the newest
+    supported Kubernetes version, so that it is synthesized without a synth of its own (NEWEST_KUBERNETES_SYNTH)."""
     data = default_config_dict()
+    data["kubernetes_version"] = SUPPORTED_KUBERNETES_VERSIONS[-1]
     data["trn2_nodes"]["max_size"] = 2
     baseline, speculative = data["profiles"]
     data["profiles"] = [baseline, {"name": "baseline-b", "decoding": {"method": "none"}}, speculative]
@@ -120,6 +123,9 @@ THREE_PROFILE_CONFIGS = {
     "readme-spec-k5": readme_spec_k5_config_dict,
     "two-baselines-one-speculative": two_baselines_one_speculative_config_dict,
 }
+# The synthesized config on the newest supported Kubernetes version (the default is on DEFAULT_KUBERNETES_VERSION and
+# the variant on the oldest): tests/config/test_versions.py checks that together they cover every supported version.
+NEWEST_KUBERNETES_SYNTH = "two-baselines-one-speculative"
 
 
 @dataclass(frozen=True)
@@ -252,12 +258,26 @@ def plugin_synth(plugin_config: DeploymentConfig, tmp_path_factory: pytest.TempP
 
 
 @pytest.fixture(scope="session")
-def three_profile_synths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Synth]:
+def three_profile_synth(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Synth]:
+    """One three-profile config's synth by name, each synthesized once per session and only when asked for."""
+
+    @functools.cache
+    def get(name: str) -> Synth:
+        return synthesize(parse_config(THREE_PROFILE_CONFIGS[name]()), tmp_path_factory.mktemp(f"cdk.out.{name}"))
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def three_profile_synths(three_profile_synth: Callable[[str], Synth]) -> dict[str, Synth]:
     """The fixed three-profile configs: before issue 9 a third profile failed synth on the dashboard's metric ids."""
-    return {
-        name: synthesize(parse_config(make()), tmp_path_factory.mktemp(f"cdk.out.{name}"))
-        for name, make in THREE_PROFILE_CONFIGS.items()
-    }
+    return {name: three_profile_synth(name) for name in THREE_PROFILE_CONFIGS}
+
+
+@pytest.fixture(scope="session")
+def newest_kubernetes_synth(three_profile_synth: Callable[[str], Synth]) -> Synth:
+    """The three-profile config on the newest supported Kubernetes version: no synth of its own."""
+    return three_profile_synth(NEWEST_KUBERNETES_SYNTH)
 
 
 _ASSET_HASH = re.compile(r"[0-9a-f]{64}")

@@ -16,9 +16,9 @@ from stacks.constructs.pinned_chart import ChartRelease, SignedChart
 from stacks.nag import acknowledge
 
 # --enable-dynamic-resource-allocation defaults to false in 1.34 (config/flags/flags.go:227 at 1.34.5) and is locked to
-# true from 1.35 (flags.go:231, a false value is fatal at :302, at 1.35.2): pass it where it is needed. The chart and
-# the image of each Kubernetes minor come from the version map (config/versions.py).
-DRA_FLAG_NEEDED: dict[str, bool] = {"1.34": True, "1.35": False}
+# true from 1.35 (flags.go:231, a false value is fatal at :302, at 1.35.2; flags.go:236 and :310 at 1.36.1): pass it
+# where it is needed. The chart and the image of each Kubernetes minor come from the version map (config/versions.py).
+DRA_FLAG_NEEDED: dict[str, bool] = {"1.34": True, "1.35": False, "1.36": False}
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "cluster-autoscaler"

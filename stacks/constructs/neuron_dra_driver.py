@@ -21,7 +21,7 @@ class NeuronDraDriver(Construct):
     """Installs the DRA driver that publishes Trainium devices as ResourceSlices (DeviceClass neuron.aws.com).
 
     The device plugin and DRA must never run on the same node, so the chart's device plugin and its
-    node problem detector are switched off (chart 1.9.0 refuses to render both). The chart's own affinity
+    node problem detector are switched off (chart 1.9.0's templates refuse to render both). The chart's own affinity
     places the driver on Trainium instance types only, and its default tolerations cover the Neuron taint.
     """
 

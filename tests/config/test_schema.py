@@ -278,7 +278,7 @@ def test_each_cross_field_rule_refuses_with_its_sentence(rule):
         ),
         ("trn2_nodes.capacity_type", "CAPACITY_BLOCK", ["capacity_reservation_id", "availability_zone"]),
         ("kubernetes_version", "1.33", ["kubernetes_version=1.33", "1.34", "use 1.35"]),
-        ("kubernetes_version", "1.36", ["kubernetes_version=1.36", "kubectl layer"]),
+        ("kubernetes_version", "1.37", ["kubernetes_version=1.37", "kubectl layer"]),
         ("serving.image.tag", PLUGIN_TAG, ["fused-draft", "cannot be served", "0.9.1-neuronx-py311-sdk2.26.1"]),
         # tags no stack serves: the NxDI-based V1 images, an SDK without NxDI, another plugin release
         ("serving.image.tag", "0.11.0-neuronx-py312-sdk2.27.1-ubuntu24.04", ["served by no stack", PLUGIN_TAG]),

@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from config.kubernetes import SUPPORTED_KUBERNETES_VERSIONS
+from config.versions import CLUSTER_AUTOSCALER_IMAGES
+from stacks.constructs.cluster_autoscaler import DRA_FLAG_NEEDED
 from tests.iam_check import allowed_on_tagged_resource
 
 FLAGS = json.loads((Path(__file__).parent / "fixtures" / "cluster_autoscaler_flags.json").read_text())
@@ -41,13 +44,21 @@ def _seconds(duration: str) -> int:
     return int(match[1])
 
 
+def test_every_supported_minor_has_a_flag_table_and_a_dra_decision():
+    assert set(DRA_FLAG_NEEDED) == set(SUPPORTED_KUBERNETES_VERSIONS)
+    for version in SUPPORTED_KUBERNETES_VERSIONS:
+        assert CLUSTER_AUTOSCALER_IMAGES[version].version.removeprefix("v") in FLAGS, version
+
+
 def _release(synth) -> dict[str, Any]:
     tag = _values(synth)["image"]["tag"]
     return FLAGS[tag.removeprefix("v")]
 
 
-def test_chart_is_pinned_and_its_image_is_the_ca_release_of_the_clusters_minor(synth, variant_synth):
-    for s in (synth, variant_synth):
+def test_chart_is_pinned_and_its_image_is_the_ca_release_of_the_clusters_minor(
+    synth, variant_synth, newest_kubernetes_synth
+):
+    for s in (synth, variant_synth, newest_kubernetes_synth):
         chart = s.helm_chart("cluster-autoscaler")
         assert (chart["Repository"], chart["Version"]) == ("https://kubernetes.github.io/autoscaler", "9.59.0")
         image = _values(s)["image"]
@@ -55,19 +66,26 @@ def test_chart_is_pinned_and_its_image_is_the_ca_release_of_the_clusters_minor(s
         assert image["tag"].startswith(f"v{s.config.kubernetes_version}."), (image, s.config.kubernetes_version)
 
 
-def test_every_rendered_flag_is_one_the_pinned_release_accepts(synth, variant_synth):
-    for s in (synth, variant_synth):
+def test_every_rendered_flag_is_one_the_pinned_release_accepts(synth, variant_synth, newest_kubernetes_synth):
+    for s in (synth, variant_synth, newest_kubernetes_synth):
         known = set(_release(s)["flags"])
         unknown = sorted(set(_args(s)) - known)
         assert not unknown, f"CA {_values(s)['image']['tag']} has no flag(s) {unknown}"
 
 
-def test_dra_flag_is_passed_where_the_release_defaults_it_off_and_never_false(synth, variant_synth):
-    by_version = {s.config.kubernetes_version: _args(s) for s in (synth, variant_synth)}
-    assert _release(variant_synth)["enable_dynamic_resource_allocation"] == "default false"
-    assert by_version["1.34"]["enable-dynamic-resource-allocation"] == "true"
-    assert _release(synth)["enable_dynamic_resource_allocation"] == "locked true"
-    assert by_version["1.35"].get("enable-dynamic-resource-allocation", "true") == "true"  # false is fatal in 1.35
+def test_dra_flag_is_passed_where_the_release_defaults_it_off_and_never_false(
+    synth, variant_synth, newest_kubernetes_synth
+):
+    synths = (synth, variant_synth, newest_kubernetes_synth)
+    assert {s.config.kubernetes_version for s in synths} == set(DRA_FLAG_NEEDED)  # every supported minor decided
+    for s in synths:
+        flag = _args(s).get("enable-dynamic-resource-allocation")
+        if _release(s)["enable_dynamic_resource_allocation"] == "default false":
+            assert flag == "true", s.config.kubernetes_version
+        else:  # locked true: a false value is fatal (1.35.2 and 1.36.1 flags.go)
+            assert _release(s)["enable_dynamic_resource_allocation"] == "locked true"
+            assert flag in (None, "true"), s.config.kubernetes_version
+    assert _args(variant_synth)["enable-dynamic-resource-allocation"] == "true"  # 1.34
 
 
 def test_auto_discovery_finds_the_groups_eks_tags_for_this_cluster(synth, variant_synth):

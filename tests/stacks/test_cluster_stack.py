@@ -28,13 +28,11 @@ def test_cluster_runs_the_configured_version_with_logging_and_secret_encryption(
     assert "ComputeConfig" not in props or not props["ComputeConfig"].get("Enabled")  # not Auto Mode
 
 
-def test_kubectl_layer_matches_the_cluster_version(synth, variant_synth):
-    for s, version in ((synth, "1.35"), (variant_synth, "1.34")):
-        layers = (
-            synth.resources("Cluster", "AWS::Lambda::LayerVersion")
-            if s is synth
-            else s.resources("Cluster", "AWS::Lambda::LayerVersion")
-        )
+def test_kubectl_layer_matches_the_cluster_version(synth, variant_synth, newest_kubernetes_synth):
+    for s, version in ((synth, "1.35"), (variant_synth, "1.34"), (newest_kubernetes_synth, "1.36")):
+        assert s.config.kubernetes_version == version
+        assert _one(s.resources("Cluster", "AWS::EKS::Cluster"))["Version"] == version
+        layers = s.resources("Cluster", "AWS::Lambda::LayerVersion")
         descriptions = [r["Properties"].get("Description", "") for r in layers.values()]
         assert any(d.startswith(f"/opt/kubectl/kubectl {version}.") for d in descriptions), descriptions
 
