@@ -75,6 +75,11 @@ _CLOUDWATCH = (
 
 # Kubernetes version -> add-on name -> pinned EKS add-on version. Every add-on the cluster stack installs, for every
 # version config/kubernetes.py supports (tests/config/test_versions.py checks both lists).
+_UNCONFIRMED_136_VPC_CNI = f"{_UNCONFIRMED_136} (the 1.35 pin: {_THIRD_PARTY_135})"
+_UNCONFIRMED_136_POD_IDENTITY = f"{_UNCONFIRMED_136} (the agent's builds are version-independent)"
+_UNCONFIRMED_136_MOUNTPOINT = f"{_UNCONFIRMED_136} (the 1.35 pin: {_MOUNTPOINT})"
+_UNCONFIRMED_136_CLOUDWATCH = f"{_UNCONFIRMED_136} (the 1.35 pin: {_CLOUDWATCH})"
+
 ADDONS: dict[str, dict[str, Pin]] = {
     "1.34": {
         VPC_CNI: Pin(
@@ -96,15 +101,14 @@ ADDONS: dict[str, dict[str, Pin]] = {
         MOUNTPOINT_S3_CSI: Pin("v2.7.0-eksbuild.1", _MOUNTPOINT),
         CLOUDWATCH_OBSERVABILITY: Pin("v6.4.0-eksbuild.1", _CLOUDWATCH),
     },
+    # No braces inside a version's block: renovate.json's managers read each block up to its closing brace.
     "1.36": {
-        VPC_CNI: Pin("v1.21.1-eksbuild.8", f"{_UNCONFIRMED_136} (the 1.35 pin: {_THIRD_PARTY_135})"),
+        VPC_CNI: Pin("v1.21.1-eksbuild.8", _UNCONFIRMED_136_VPC_CNI),
         KUBE_PROXY: Pin("v1.36.0-eksbuild.14", _KUBE_PROXY_TABLE_136),
         COREDNS: Pin("v1.14.3-eksbuild.3", _COREDNS_TABLE_136),
-        POD_IDENTITY_AGENT: Pin(
-            "v1.3.10-eksbuild.3", f"{_UNCONFIRMED_136} (the agent's builds are version-independent)"
-        ),
-        MOUNTPOINT_S3_CSI: Pin("v2.7.0-eksbuild.1", f"{_UNCONFIRMED_136} (the 1.35 pin: {_MOUNTPOINT})"),
-        CLOUDWATCH_OBSERVABILITY: Pin("v6.4.0-eksbuild.1", f"{_UNCONFIRMED_136} (the 1.35 pin: {_CLOUDWATCH})"),
+        POD_IDENTITY_AGENT: Pin("v1.3.10-eksbuild.3", _UNCONFIRMED_136_POD_IDENTITY),
+        MOUNTPOINT_S3_CSI: Pin("v2.7.0-eksbuild.1", _UNCONFIRMED_136_MOUNTPOINT),
+        CLOUDWATCH_OBSERVABILITY: Pin("v6.4.0-eksbuild.1", _UNCONFIRMED_136_CLOUDWATCH),
     },
 }
 
