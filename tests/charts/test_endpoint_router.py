@@ -23,7 +23,7 @@ from charts.envoy_bootstrap import Resolver, Upstream
 from config import DeploymentConfig, parse_config
 from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER, SPILL_METRICS, STICKY_HEADER
 from tests.conftest import ROOT, default_config_dict
-from tests.router_harness import KeepAliveClient, LoopbackDns, Router, envoy_router, free_port, stand_in, stand_ins
+from tests.router_harness import KeepAliveClient, LoopbackDns, Router, envoy_router, replicas_on_one_port, stand_ins
 
 PROFILES = ["baseline", "speculative"]
 
@@ -224,13 +224,11 @@ def replicas_router(
 ) -> Iterator[tuple[Router, LoopbackDns, int]]:
     """Envoy whose speculative arm is REPLICAS_NAME as a headless Service answers it (a loopback DNS server, first
     answering `live`), over two stand-in replicas on 127.0.0.2 and 127.0.0.3: (router, dns, the replicas' port)."""
-    port = free_port()
     timing = {"ttft_ms": ttft_ms, "step_ms": 20.0}
     with (
         LoopbackDns() as dns,
         stand_ins(PROFILES, **timing) as services,
-        stand_in("replica-a", address=("127.0.0.2", port), **timing),
-        stand_in("replica-b", address=("127.0.0.3", port), **timing),
+        replicas_on_one_port({"replica-a": "127.0.0.2", "replica-b": "127.0.0.3"}, **timing) as port,
     ):
         upstreams = {n: Upstream("127.0.0.1", s.port) for n, s in services.items()}
         dns.records[REPLICAS_NAME] = live
