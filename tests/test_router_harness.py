@@ -44,8 +44,12 @@ def test_a_stand_in_on_a_taken_address_says_the_port_is_taken() -> None:
             pass
 
 
+HOSTS = ("127.0.0.2", "127.0.0.3")
+
+
 def test_replicas_share_the_port_the_first_one_was_given() -> None:
-    with replicas_on_one_port({"replica-a": "127.0.0.2", "replica-b": "127.0.0.3"}) as port:
-        for host, model in (("127.0.0.2", "replica-a"), ("127.0.0.3", "replica-b")):
-            with urllib.request.urlopen(f"http://{host}:{port}/v1/models", timeout=5) as response:  # loopback only
+    with replicas_on_one_port({"replica-a": "127.0.0.2", "replica-b": "127.0.0.3"}) as replicas:
+        assert [r.url for r in replicas.values()] == [f"http://{h}:{replicas['replica-a'].port}" for h in HOSTS]
+        for model, replica in replicas.items():
+            with urllib.request.urlopen(replica.url + "/v1/models", timeout=5) as response:  # loopback only
                 assert model in response.read().decode()

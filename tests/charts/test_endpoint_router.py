@@ -228,8 +228,9 @@ def replicas_router(
     with (
         LoopbackDns() as dns,
         stand_ins(PROFILES, **timing) as services,
-        replicas_on_one_port({"replica-a": "127.0.0.2", "replica-b": "127.0.0.3"}, **timing) as port,
+        replicas_on_one_port({"replica-a": "127.0.0.2", "replica-b": "127.0.0.3"}, **timing) as on_replicas,
     ):
+        port = on_replicas["replica-a"].port
         upstreams = {n: Upstream("127.0.0.1", s.port) for n, s in services.items()}
         dns.records[REPLICAS_NAME] = live
         resolver = Resolver(Upstream("127.0.0.1", dns.port), refresh="0.2s")
