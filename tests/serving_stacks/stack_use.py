@@ -282,11 +282,7 @@ class ModuleUse:
             case ast.comprehension(target=target, iter=iterable):
                 self._bind(target, ELEMENT.get(self.kind(iterable)))  # type: ignore[arg-type]
             case ast.FunctionDef() | ast.AsyncFunctionDef() | ast.Lambda():
-                a = node.args
-                for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]:
-                    self.bound.setdefault(node, {}).setdefault(arg.arg, annotation_kind(arg.annotation))
-                if not isinstance(node, ast.Lambda):
-                    self.bound.setdefault(self.scope(node), {}).setdefault(node.name, None)
+                self._bind_arguments(node)
             case ast.ClassDef(name=name):
                 self.bound.setdefault(self.scope(node), {}).setdefault(name, None)
             case ast.Import(names=aliases) | ast.ImportFrom(names=aliases):
@@ -294,6 +290,14 @@ class ModuleUse:
                     bound = alias.asname or alias.name.split(".")[0]
                     kind = self.declared.names.get(alias.name) if isinstance(node, ast.ImportFrom) else None
                     self.bound.setdefault(self.scope(node), {}).setdefault(bound, kind)
+
+    def _bind_arguments(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        """A function's parameters in its own scope (a stack where annotated ServingStack), its name in the outer."""
+        a = node.args
+        for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]:
+            self.bound.setdefault(node, {}).setdefault(arg.arg, annotation_kind(arg.annotation))
+        if not isinstance(node, ast.Lambda):
+            self.bound.setdefault(self.scope(node), {}).setdefault(node.name, None)
 
     def lookup(self, name: ast.Name) -> Kind:
         """What the name holds in the innermost scope that binds it (a class body's names are not its methods')."""
@@ -330,6 +334,17 @@ class ModuleUse:
                 if held == STACKS_OF:
                     return STACKS_OF if isinstance(index, ast.Slice) else STACK
                 return NAME if held == NAMES else None
+            case ast.IfExp(body=body, orelse=orelse):
+                return self.kind(body) or self.kind(orelse)
+            case ast.BoolOp(values=values):
+                return next((k for v in values if (k := self.kind(v))), None)
+            case ast.NamedExpr(value=value):
+                return self.kind(value)
+        return self._displayed(node)
+
+    def _displayed(self, node: ast.AST) -> Kind:
+        """A collection written out or built by a comprehension: of stacks, of names, or a dict keyed by stacks."""
+        match node:
             case ast.Tuple(elts=elts) | ast.List(elts=elts) | ast.Set(elts=elts):
                 return self._collection([self.kind(e) for e in elts])
             case ast.ListComp(elt=elt) | ast.SetComp(elt=elt) | ast.GeneratorExp(elt=elt):
@@ -338,12 +353,6 @@ class ModuleUse:
                 return KEYED if self.kind(key) == STACK else None
             case ast.Dict(keys=keys):
                 return KEYED if any(k is not None and self.kind(k) == STACK for k in keys) else None
-            case ast.IfExp(body=body, orelse=orelse):
-                return self.kind(body) or self.kind(orelse)
-            case ast.BoolOp(values=values):
-                return next((k for v in values if (k := self.kind(v))), None)
-            case ast.NamedExpr(value=value):
-                return self.kind(value)
         return None
 
     @staticmethod
