@@ -31,14 +31,14 @@ from charts.envoy_bootstrap import Upstream  # noqa: E402
 from charts.live_dashboard import ENVOY_REQUESTS  # noqa: E402
 from config import parse_config  # noqa: E402
 from config.endpoint import CAPPED_SUFFIX, METRICS_PATH, SPILL_METRICS  # noqa: E402
-from config.live_metrics import of_stack, total  # noqa: E402
+from config.live_metrics import STACK_NAMES, VOCABULARIES, total  # noqa: E402
 from tests.conftest import default_config_dict  # noqa: E402
 from tests.router_harness import envoy_router, stand_in  # noqa: E402
 
 WINDOW_S = 10
 PHASES = (2, 10, 3)
-STACK = "vllm-neuron"  # the stand-ins speak its vLLM's series: the one whose acceptance panel has data
-LIVE = of_stack(STACK)
+# The stand-ins speak the series of the first stack whose vLLM reports acceptance, so the acceptance panel has data.
+STACK, LIVE = next((n, m) for n, m in zip(STACK_NAMES, VOCABULARIES, strict=True) if m.acceptance is not None)
 TOKENS = 24
 
 

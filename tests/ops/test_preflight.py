@@ -440,6 +440,21 @@ def test_a_bucket_name_taken_by_another_account_fails(stub):
         make(config_with(), s3=s3).models_bucket()
 
 
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [(400, "400"), (500, "500"), (503, "SlowDown")],  # a bad request, a server error, S3's throttle
+    ids=["bad request", "server error", "throttled"],
+)
+def test_a_bucket_answer_other_than_404_is_not_a_free_name(stub, status, code):
+    """Only HeadBucket's 404 says the name is free: any other error leaves it unknown, and the check fails with
+    AWS's answer instead of letting the deploy find out."""
+    s3, s = stub("s3")
+    s.add_client_error("head_bucket", code, http_status_code=status)
+    result = preflight._outcome("models bucket", make(config_with(), s3=s3).models_bucket)
+    assert result.status == FAIL and "free" not in result.text, result
+    assert f"AWS answered {code}" in result.text
+
+
 def test_managed_prometheus_answers_in_the_region(aws_env):
     assert make(config_with()).managed_prometheus() == "Amazon Managed Service for Prometheus answers in us-east-2"
 
@@ -451,8 +466,8 @@ def test_a_region_without_managed_prometheus_fails(aws_env):
         checker.managed_prometheus()
 
 
-def network_quotas(s: Stubber, eips: float) -> None:
-    s.add_response("get_service_quota", quota("vpc", "L-F678F1CE", "VPCs per Region", 5))
+def network_quotas(s: Stubber, eips: float, vpcs: float = 5) -> None:
+    s.add_response("get_service_quota", quota("vpc", "L-F678F1CE", "VPCs per Region", vpcs))
     s.add_response("get_service_quota", quota("ec2", "L-0263D0A3", "EC2-VPC Elastic IPs", eips))
     s.add_response("get_service_quota", quota("vpc", "L-FE5A380F", "NAT gateways per Availability Zone", 5))
 
@@ -462,6 +477,17 @@ def test_network_quotas_with_room_pass(aws_env, stub):
     sq, s = stub("service-quotas")
     network_quotas(s, eips=5)
     assert make(config_with(), **{"service-quotas": sq}).network_quotas().startswith("VPCs 1+1/5, Elastic IPs 0+1/5")
+
+
+def test_an_account_at_its_vpc_quota_fails_and_one_below_passes(aws_env, stub):
+    """The deploy creates one VPC: moto's account has its default VPC, so a quota of 1 leaves no room, 2 does."""
+    sq, s = stub("service-quotas")
+    network_quotas(s, eips=5, vpcs=1)
+    with pytest.raises(Failed, match=r"^1 VPCs of 1 \(L-F678F1CE\) leave no room for one more; delete unused"):
+        make(config_with(), **{"service-quotas": sq}).network_quotas()
+    sq, s = stub("service-quotas")
+    network_quotas(s, eips=5, vpcs=2)
+    assert make(config_with(), **{"service-quotas": sq}).network_quotas().startswith("VPCs 1+1/2, ")
 
 
 def test_elastic_ips_used_up_fail(aws_env, stub):

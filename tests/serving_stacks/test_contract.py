@@ -1,11 +1,10 @@
-"""The serving-stack contract: every stack module has every member, and no code outside serving_stacks/ decides
-by a stack's name (read from the source's syntax tree, so a comparison is found however it is spelt)."""
+"""The serving-stack contract: every stack module has every member, and code outside serving_stacks/ uses a stack only
+through those members (tests/serving_stacks/stack_use.py follows what holds a stack, its name or its version through
+each module's syntax tree, so an alias or a getattr is found however it is spelt)."""
 
 from __future__ import annotations
 
-import ast
 import types
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,15 @@ import pytest
 from serving_stacks import STACKS, legacy_v0
 from serving_stacks.contract import ArtifactKind, ServingStack
 from tests.conftest import ROOT
+from tests.serving_stacks.stack_use import SKIPPED_FOLDERS, declarations, python_files, stack_decisions
 
 MEMBERS = sorted(name for name in vars(ServingStack) if not name.startswith("_"))
 METHODS = {name for name in MEMBERS if callable(vars(ServingStack)[name])}
-STACK_NAMES = {s.NAME for s in STACKS}
-# Attributes that hold a stack's name: a stack's NAME and a profile image's `stack`.
-NAME_ATTRIBUTES = {"NAME", "stack"}
-OUTSIDE = ("app.py", "bench", "charts", "config", "model_build", "ops", "stacks", "tools")
+# Not scanned: the stacks themselves, and the tests, which name a stack on purpose to state what it does (its
+# route, its metric names, the stack the default config picks).
+UNSCANNED = ("serving_stacks", "tests")
+# What the repository's annotations say holds a stack (stack_named, STACKS, a plan's serving_stack).
+DECLARED = declarations(python_files(ROOT, skip=("tests",)))
 
 
 @pytest.mark.parametrize("stack", STACKS, ids=lambda s: s.NAME)
@@ -51,133 +52,45 @@ def test_each_stack_serves_plain_decoding_first_and_names_its_driver(stack):
     assert len(stack.MIN_DRIVER) == 4
 
 
-# The concrete stack modules: their short and dotted names (serving_stacks.vllm_neuron).
-STACK_MODULES = {s.__name__.rsplit(".", 1)[1] for s in STACKS}
-STACK_MODULE_PATHS = {s.__name__ for s in STACKS}
-STACK_MODULE_NAMES = STACK_MODULES | STACK_MODULE_PATHS
-# What a stack's name or module is read from: NAME_ATTRIBUTES and the module's own __name__.
-IDENTITY_ATTRIBUTES = NAME_ATTRIBUTES | {"__name__"}
+def scanned(root: Path) -> list[Path]:
+    return python_files(root, skip=UNSCANNED)
 
 
-def _is_name(node: ast.AST) -> bool:
-    """A stack's name or module name: `.NAME`, `.stack` or `.__name__`."""
-    return isinstance(node, ast.Attribute) and node.attr in IDENTITY_ATTRIBUTES
+def decisions(source: str) -> list[str]:
+    return stack_decisions(source, DECLARED)
 
 
-def _is_stack_module(node: ast.AST) -> bool:
-    """A concrete stack module by its own name: `vllm_neuron`, `serving_stacks.legacy_v0`."""
-    return (isinstance(node, ast.Name) and node.id in STACK_MODULES) or (
-        isinstance(node, ast.Attribute) and node.attr in STACK_MODULES
-    )
-
-
-def _imports_a_stack_module(node: ast.AST) -> bool:
-    if isinstance(node, ast.Import):
-        return any(alias.name in STACK_MODULE_PATHS for alias in node.names)
-    if isinstance(node, ast.ImportFrom) and node.module:
-        if node.module in STACK_MODULE_PATHS:
-            return True
-        return node.module == "serving_stacks" and any(alias.name in STACK_MODULES for alias in node.names)
-    return False
-
-
-def _compares_a_name(node: ast.AST) -> bool:
-    if not isinstance(node, ast.Compare):
-        return False
-    operands = [node.left, *node.comparators]
-    operands += [e for o in operands if isinstance(o, ast.Tuple | ast.List | ast.Set) for e in o.elts]
-    return any(_is_name(o) for o in operands)
-
-
-def _keys_by_name(node: ast.AST) -> bool:
-    if isinstance(node, ast.Dict):
-        return any(k is not None and _is_name(k) for k in node.keys)
-    return isinstance(node, ast.DictComp) and _is_name(node.key)
-
-
-def _looks_up_by_name(node: ast.AST) -> bool:
-    if isinstance(node, ast.Subscript):
-        return _is_name(node.slice)
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in ("get", "setdefault", "pop")
-        and bool(node.args)
-        and _is_name(node.args[0])
-    )
-
-
-def _picks_by_position(node: ast.AST) -> bool:
-    def is_stacks(n: ast.AST) -> bool:
-        return isinstance(n, ast.Name) and n.id == "STACKS"
-
-    if isinstance(node, ast.Subscript):
-        return is_stacks(node.value)
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and is_stacks(node.func.value)
-
-
-def _probes_a_member(node: ast.AST) -> bool:
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "hasattr"
-        and len(node.args) == 2
-        and isinstance(node.args[1], ast.Constant)
-        and node.args[1].value in MEMBERS
-    )
-
-
-# One rule per spelling: (what it is, whether a syntax node is it).
-RULES: list[tuple[str, Callable[[ast.AST], bool]]] = [
-    ("a stack name written out", lambda n: isinstance(n, ast.Constant) and n.value in STACK_NAMES),
-    ("a stack module's import path", lambda n: isinstance(n, ast.Constant) and n.value in STACK_MODULE_NAMES),
-    ("an import of a concrete stack module", _imports_a_stack_module),
-    ("a concrete stack module", _is_stack_module),
-    ("a comparison with a stack's name", _compares_a_name),
-    ("a dict keyed by a stack's name", _keys_by_name),
-    ("a lookup by a stack's name", _looks_up_by_name),
-    ("a stack picked by its position", _picks_by_position),
-    ("a match on a stack's name", lambda n: isinstance(n, ast.Match) and _is_name(n.subject)),
-    (
-        "a string method on a stack's name",
-        lambda n: isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and _is_name(n.func.value),
-    ),
-    ("a probe for a contract member", _probes_a_member),
-]
-
-
-def name_decisions(source: str) -> list[str]:
-    """Where the code decides by which stack a profile runs on instead of asking it for a contract member (RULES):
-    a stack name written out, a comparison with a stack's name (`.NAME`, `.stack`, `.__name__`), a hasattr() probe
-    for a contract member, and the nine spellings issue 27 listed: importing a concrete stack module, naming one
-    (`stack_named(...) is vllm_neuron`), its import path as a string, a dict keyed by a stack's name, a lookup by it,
-    a string method on it, `match` on it, a stack picked by its position in STACKS, a module's `__name__`. Passing
-    the name to stack_named() and showing it in a sentence stay allowed."""
-    found: list[str] = []
-    for node in ast.walk(ast.parse(source)):
-        why = next((why for why, rule in RULES if rule(node)), None)
-        if why:
-            found.append(f"line {getattr(node, 'lineno', '?')}: {why}: {ast.unparse(node).splitlines()[0]}")
-    return found
-
-
-def _modules() -> list[Path]:
-    return sorted(
-        p for entry in OUTSIDE for p in ([ROOT / entry] if entry.endswith(".py") else (ROOT / entry).rglob("*.py"))
-    )
-
-
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
-def test_no_code_outside_serving_stacks_decides_by_a_stacks_name(path):
-    found = name_decisions(path.read_text())
+@pytest.mark.parametrize("path", scanned(ROOT), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_code_outside_serving_stacks_uses_a_stack_but_through_the_contract(path):
+    found = decisions(path.read_text())
     assert not found, (
-        f"{path.relative_to(ROOT)} decides by a serving stack's name ({'; '.join(found)}); ask the profile's stack "
-        "(serving_stacks.stack_named(profile.image.stack)) for a member of ServingStack instead, adding one to "
-        "serving_stacks/contract.py if none fits"
+        f"{path.relative_to(ROOT)} uses a serving stack other than through the ServingStack contract "
+        f"({'; '.join(found)}); ask the profile's stack (serving_stacks.stack_named(profile.image.stack)) for a "
+        "member of ServingStack instead, adding one to serving_stacks/contract.py if none fits"
     )
 
 
-# Each way of deciding by stack the check knows, as a small program it must refuse (one or more spellings each).
+def test_every_python_folder_but_the_stacks_and_the_tests_is_scanned():
+    """cloud/, serving_pod/ and perf/ were once left out of a hand-written list: now nothing is listed."""
+    folders = {p.relative_to(ROOT).parts[0] for p in scanned(ROOT)}
+    ours = [p for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in SKIPPED_FOLDERS]
+    on_disk = {p.name for p in ours if any(p.rglob("*.py"))}
+    assert folders == (on_disk - set(UNSCANNED)) | {"app.py"}
+
+
+@pytest.mark.parametrize("folder", ["cloud", "serving_pod", "perf", "a_new_folder"])
+def test_a_concrete_stack_module_imported_in_any_folder_is_found(tmp_path, folder):
+    """A planted import in a folder the old list missed, scanned from a repository of its own."""
+    (tmp_path / folder / "sub").mkdir(parents=True)
+    (tmp_path / folder / "sub" / "planted.py").write_text("from serving_stacks import vllm_neuron\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text("from serving_stacks import vllm_neuron\n")
+    found = {p.relative_to(tmp_path).as_posix(): decisions(p.read_text()) for p in scanned(tmp_path)}
+    planted = "line 1: an import of a concrete stack module: from serving_stacks import vllm_neuron"
+    assert found == {f"{folder}/sub/planted.py": [planted]}
+
+
+# Each way of using a stack other than through the contract, as a small program the check must refuse.
 SPELLINGS = {
     "a stack name written out": [
         "if profile.image.stack == 'vllm-neuron':\n    pass\n",
@@ -188,7 +101,10 @@ SPELLINGS = {
         "if name in (stack.NAME,):\n    pass\n",
         "ok = 'neuron' in profile.image.stack\n",
     ],
-    "a probe for a contract member": ["if hasattr(stack, 'graph_args'):\n    pass\n"],
+    "a probe for a contract member": [
+        "if hasattr(stack, 'graph_args'):\n    pass\n",
+        "args = getattr(stack, 'graph_args', None)\n",
+    ],
     # The nine the contract test used to miss (issue 27):
     "1 an import of a concrete stack module": [
         "from serving_stacks import vllm_neuron\n",
@@ -235,7 +151,61 @@ SPELLINGS = {
     ids=[f"{kind} ({i})" for kind, sources in SPELLINGS.items() for i in range(len(sources))],
 )
 def test_the_check_finds_each_way_of_deciding_by_name(source):
-    assert name_decisions(source), source
+    assert decisions(source), source
+
+
+# What passed the list of spellings (issue 38), by the finding each must get: reflection, an attribute the contract
+# does not declare, an alias, a comparison with a stack, a version proxy.
+BEYOND_SPELLINGS = {
+    "() on a stack": [
+        "stack = stack_named(profile.image.stack)\nflags = getattr(stack, flag_name, None)\n",
+        "path = getattr(plan.serving_stack, '__file__')\n",
+        "for s in STACKS:\n    print(vars(s))\n",
+        "def f(stack: ServingStack) -> bool:\n    return hasattr(stack, 'COMPILE_ROUTE')\n",
+    ],
+    "which the ServingStack contract does not declare": [
+        "route = stack_named(profile.image.stack).ROUTE\n",
+        "def f(stack: ServingStack) -> str:\n    return stack.__file__\n",
+        "roles = plan.serving_stack.SPECULATORS_TYPES\n",
+        "stacks = sorted({stack_named(p.image.stack) for p in profiles}, key=lambda s: s.NAME)\nx = stacks[0].ENV_READERS\n",
+    ],
+    # aliases: the finding is on the alias
+    "line 2: a comparison with a stack's name: s": ["s = profile.image.stack\nlegacy = s == OLD\n"],
+    "line 3: a comparison with a stack's name: t": [
+        "s = profile.image.stack\nt = s\nif t in PLUGIN_STACKS:\n    pass\n"
+    ],
+    "line 2: a method or attribute of a stack's name: name": [
+        "name = stack_named(p.image.stack).NAME\nif name.endswith(SUFFIX):\n    pass\n"
+    ],
+    "line 2: a comparison with a stack: s": [
+        "s = stack_named(profile.image.stack)\nif s is chosen:\n    pass\n",
+        "(s := stack_named(profile.image.stack)).NAME\nold = s == first\n",
+    ],
+    "a comparison with a stack": [
+        "if stack_named(a.image.stack) is not stack_named(b.image.stack):\n    pass\n",
+        "others = [s for s in STACKS if s != default]\n",
+        "by_stack: dict[ServingStack, list[str]] = {}\nfor stack, names in by_stack.items():\n    if stack == first:\n        pass\n",
+        "if stack_named(profile.image.stack) in (OLD, NEW):\n    pass\n",
+    ],
+    "an image version that tells the stacks apart": [
+        "if profile.image.plugin_version is None:\n    pass\n",
+        "legacy = not profile.image.plugin_version\n",
+        "v = profile.image.vllm_version\nif v.startswith('0.9'):\n    pass\n",
+        "flags = FLAGS[profile.image.vllm_version]\n",
+        "plugin = 'yes' if image.plugin_version else 'no'\n",
+        "m = stack_named(name).LIVE_METRICS\nold = m.vllm_version < NEW\n",
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("finding", "source"),
+    [(finding, source) for finding, sources in BEYOND_SPELLINGS.items() for source in sources],
+    ids=[f"{finding} ({i})" for finding, sources in BEYOND_SPELLINGS.items() for i in range(len(sources))],
+)
+def test_the_check_follows_a_stack_its_name_and_its_version_through_the_module(finding, source):
+    found = decisions(source)
+    assert any(finding in f for f in found), f"{source!r}: {found}"
 
 
 @pytest.mark.parametrize(
@@ -246,7 +216,21 @@ def test_the_check_finds_each_way_of_deciding_by_name(source):
         "stacks = sorted({stack_named(p.image.stack) for p in profiles}, key=lambda s: s.NAME)\n",
         "from serving_stacks import STACKS, stack_named\n",
         "if __name__ == '__main__':\n    main()\n",
+        # a stack tested for None, asked for members, passed on, grouped by; its name passed on or tested for None
+        "if stack_serving(vllm, plugin, sdk) is None:\n    raise ValueError(tag)\n",
+        "stack = stack_named(p.image.stack)\nif stack.ARTIFACT is ArtifactKind.NXDI_COMPILE and m not in stack.METHODS:\n    pass\n",
+        "needed = max(s.MIN_DRIVER for s in stacks)\nif driver < needed:\n    pass\n",
+        "serving = [s for s in STACKS if method in s.METHODS]\n",
+        "plan = Plan(serving_stack=stack_named(p.image.stack))\nroles = plan.serving_stack.draft_config_roles(m)\n",
+        "by_stack: dict[ServingStack, list[str]] = {}\nfor p in profiles:\n    by_stack.setdefault(stack_named(p.image.stack), []).append(p.name)\n"
+        "for stack, names in sorted(by_stack.items(), key=lambda item: item[0].NAME):\n    jobs.append((stack.NAME, stack.METRICS_PATH, names))\n",
+        "inputs = {'stack': profile.image.stack, 'plugin_version': profile.image.plugin_version}\n",
+        "def stack(self) -> str:\n    return stack_serving(self.vllm_version, self.plugin_version, self.sdk_version).NAME\n",
+        "if script.stack:\n    args += ['--stack', script.stack]\n",
+        "sdk = profile.image.sdk_version\nrelease = NXDI_RELEASE_BY_SDK.get('.'.join(sdk.split('.')[:2]))\n",
+        # a name bound to a stack in one function is its own in another (scopes are followed)
+        "def a(p):\n    s = stack_named(p.image.stack)\n    return s.METHODS\ndef b(s):\n    return s == other\n",
     ],
 )
-def test_the_check_lets_a_stack_be_asked_and_named(source):
-    assert name_decisions(source) == []
+def test_the_check_lets_a_stack_be_asked_passed_on_and_named(source):
+    assert decisions(source) == []

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from config import DeploymentConfig, node_scaling, parse_config
 from config.kubernetes import SUPPORTED_KUBERNETES_VERSIONS
 from config.versions import CLUSTER_AUTOSCALER_IMAGES
-from stacks.constructs.cluster_autoscaler import DRA_FLAG_NEEDED
+from stacks.constructs.cluster_autoscaler import DRA_FLAG_NEEDED, extra_args
+from tests.conftest import default_config_dict
 from tests.iam_check import allowed_on_tagged_resource
 
 FLAGS = json.loads((Path(__file__).parent / "fixtures" / "cluster_autoscaler_flags.json").read_text())
@@ -108,6 +110,25 @@ def test_a_node_is_removed_only_after_it_was_unneeded_longer_than_its_capacity_t
         assert _seconds(args["scale-down-unneeded-time"]) > back
         assert _seconds(args["scale-down-delay-after-add"]) >= c.scaling.time_to_ready_seconds
         assert _seconds(args["max-node-provision-time"]) >= 2 * c.trn2_nodes.node_ready_seconds
+
+
+def _with_waits(node_ready: int, time_to_ready: int) -> DeploymentConfig:
+    data = default_config_dict()
+    data["trn2_nodes"]["node_ready_seconds"] = node_ready
+    data.setdefault("scaling", {}).update(time_to_ready_seconds=time_to_ready, scale_up_period_seconds=time_to_ready)
+    return parse_config(data)
+
+
+@pytest.mark.parametrize(("node_ready", "time_to_ready"), [(120, 300), (900, 1800)], ids=["quick", "slow"])
+def test_the_unneeded_time_follows_the_nodes_and_the_replicas_time_to_ready(node_ready, time_to_ready):
+    """Not a fixed wait: node Ready + replica time-to-Ready, plus one scan (CA decides at its scans), for a config
+    whose capacity comes back in 7 minutes and one in 45."""
+    unneeded = _seconds(extra_args(_with_waits(node_ready, time_to_ready))["scale-down-unneeded-time"])
+    assert unneeded == node_ready + time_to_ready + node_scaling.SCAN_INTERVAL_SECONDS
+
+
+def test_the_chart_renders_the_unneeded_time_of_its_config(synth):
+    assert _args(synth)["scale-down-unneeded-time"] == extra_args(synth.config)["scale-down-unneeded-time"]
 
 
 def test_the_trn2_group_has_the_configured_floor_and_ceiling(synth, variant_synth):

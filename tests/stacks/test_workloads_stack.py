@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from model_build.digest import profile_digest
+from stacks.constructs.neuron_dra_driver import NEURON_RELEASE
 from tests.iam_check import statements_by_service_account
 
 
@@ -48,15 +49,82 @@ def test_workloads_deploy_after_the_cluster_stack(synth):
     assert "TrnSpecdec-Cluster" in deps
 
 
-def test_dra_driver_and_csi_addon_come_before_the_services(synth):
-    """Cross-stack dependencies become stack ordering; inside the cluster stack both exist before it completes."""
-    cluster = synth.template("Cluster")["Resources"]
-    assert any(r["Type"] == "Custom::AWSCDK-EKS-HelmChart" for r in cluster.values())
-    assert any(
-        r["Properties"].get("AddonName") == "aws-mountpoint-s3-csi-driver"
-        for r in cluster.values()
-        if r["Type"] == "AWS::EKS::Addon"
+def depends_on(dependencies: dict[str, list[str]], source: str, target: str) -> bool:
+    """Whether the construct at path `source` waits for the resource at path `target`, following the constructs'
+    dependencies transitively (CDK semantics: a construct's dependencies hold for every resource below it, and a
+    dependency on a construct is one on every resource below that)."""
+
+    def below(path: str, scope: str) -> bool:
+        return path == scope or path.startswith(scope + "/")
+
+    seen: set[str] = set()
+    frontier = [source]
+    while frontier:
+        path = frontier.pop()
+        # what this subtree and the scopes above it depend on
+        for holder, deps in dependencies.items():
+            if not (below(holder, path) or below(path, holder)):
+                continue
+            for dep in deps:
+                if below(target, dep):
+                    return True
+                if dep not in seen:
+                    seen.add(dep)
+                    frontier.append(dep)
+    return False
+
+
+def _claiming_devices(synth) -> list[str]:
+    """The construct paths of the Workloads manifests whose pods claim devices through DRA: the services."""
+    return [
+        synth.path("Workloads", logical_id)
+        for logical_id, r in _manifests(synth).items()
+        if "resourceClaimTemplateName" in json.dumps(r["Properties"])
+    ]
+
+
+def test_the_serving_objects_wait_for_the_dra_drivers_release(synth):
+    """A DRA ResourceClaimTemplate needs the driver's DeviceClass: every manifest that claims Trainium devices must
+    depend on the Neuron DRA driver's Helm release. Across stacks this leaves no DependsOn (CDK orders the stacks), so
+    it is read from the construct dependencies recorded at synthesis (tests/conftest.py)."""
+    charts = synth.resources("Cluster", "Custom::AWSCDK-EKS-HelmChart").items()
+    releases = [
+        synth.path("Cluster", logical_id)
+        for logical_id, r in charts
+        if (r["Properties"]["Chart"], r["Properties"]["Release"]) == (NEURON_RELEASE.pin.chart, NEURON_RELEASE.name)
+    ]
+    assert len(releases) == 1, f"the Cluster stack installs the Neuron DRA driver's chart {len(releases)} times"
+    (release,) = releases
+    claiming = _claiming_devices(synth)
+    assert len(claiming) == len(synth.config.profiles)
+    early = [path for path in claiming if not depends_on(synth.constructs.dependencies, path, release)]
+    assert not early, f"{early} may be applied before the DRA driver ({release}) is installed"
+    assert (
+        "TrnSpecdec-Cluster"
+        in json.loads((synth.outdir / "manifest.json").read_text())["artifacts"]["TrnSpecdec-Workloads"]["dependencies"]
     )
+
+
+def test_the_dependency_walk_follows_a_chain_and_nothing_else():
+    """The check itself: service -> base -> driver holds; without the base's edge, or with the edge to another
+    chart, the service does not wait for the driver."""
+    driver = "Cluster/NeuronDra/Chart/Resource/Default"
+    chain = {"Workloads/k8s-service": ["Workloads/k8s-base"], "Workloads/k8s-base": ["Cluster/NeuronDra"]}
+    assert depends_on(chain, "Workloads/k8s-service/Resource/Default", driver)
+    assert not depends_on({"Workloads/k8s-service": ["Workloads/k8s-base"]}, "Workloads/k8s-service", driver)
+    other = {"Workloads/k8s-service": ["Workloads/k8s-base"], "Workloads/k8s-base": ["Cluster/Keda"]}
+    assert not depends_on(other, "Workloads/k8s-service", driver)
+
+
+def test_the_csi_driver_and_pod_identity_agent_come_before_the_services(synth):
+    """The S3 volumes need the Mountpoint CSI driver and Pod Identity agent add-ons, as the base manifest depends."""
+    addons = {
+        r["Properties"]["AddonName"]: synth.path("Cluster", logical_id)
+        for logical_id, r in synth.resources("Cluster", "AWS::EKS::Addon").items()
+    }
+    for path in _claiming_devices(synth):
+        for addon in ("aws-mountpoint-s3-csi-driver", "eks-pod-identity-agent"):
+            assert depends_on(synth.constructs.dependencies, path, addons[addon]), f"{path} may come before {addon}"
 
 
 def _actions(statement: dict) -> list[str]:

@@ -46,6 +46,9 @@ def test_on_the_h100_curves_the_adaptive_sweep_finds_the_full_grids_crossover_fo
     assert found.uncertain == full.uncertain
     assert found.requests <= 0.25 * full.requests
     assert max(planner.measured) <= 2 * full.crossover  # nothing far above the crossover was paid for
+    for series in planner.series():  # every series' crossover bracketed by neighbouring grid loads
+        lo, hi = planner.bracket(series)
+        assert lo is not None and hi is not None and GRID.index(hi) - GRID.index(lo) == 1, (series, lo, hi)
 
 
 def _obs(speedup: float, spread: float = 0.01, base: float = 0.03) -> Observation:
@@ -76,6 +79,19 @@ def test_a_clear_curve_takes_a_coarse_pass_one_bisection_and_two_repeats_at_each
     decided = {d.point.value: d for d in planner.decisions("concurrency", undecided=False)}
     assert decided[64.0].status == "skipped" and "above its crossover 32" in decided[64.0].reason
     assert decided[8.0].status == "skipped" and decided[32.0].predicted  # predicted before it was measured
+
+
+def test_the_bisection_ends_with_neighbouring_grid_loads_around_the_crossover_and_repeats_only_them():
+    """The coarse pass steps from 4 over 8 to 16, which does not pay: the crossover (8) lies between loads two grid
+    steps apart, and only a bisection to neighbours finds it and sends the repeats to its neighbours."""
+    curve = {1.0: [1.9], 2.0: [1.85], 4.0: [1.7], 8.0: [1.0], 16.0: [0.8], 32.0: [0.6], 64.0: [0.4]}
+    planner = Planner(list(curve), FLOOR, max_repeats=3)
+    actions = _drive(planner, curve)
+    assert [a.value for a in actions[:3]] == [1.0, 4.0, 16.0]  # the coarse pass jumps over the crossover
+    assert any(a.value == 8.0 and a.reason.startswith("bisection") for a in actions)
+    lo, hi = planner.bracket(S)
+    assert (lo, hi) == (4.0, 8.0) and planner.crossover(S) == (8.0, False)
+    assert {a.value for a in actions if a.repeat > 0} == {4.0, 8.0}  # neighbours of the crossover, not 16
 
 
 def test_a_point_whose_repeats_hold_the_floor_gets_every_repeat_and_the_crossover_is_uncertain():
