@@ -133,6 +133,12 @@ def prometheus_on(rendered: Rendered, pods: list[dict[str, Any]], workdir: Path)
     kept = [j["job_name"] for j in config["scrape_configs"]]
     with running_prometheus(config, workdir, rule_files={"alerts.yaml": alert_rules(rendered)}) as prom:
         prom.wait_for("count(up == 1) by (job)", lambda r: {s["metric"]["job"] for s in r} >= set(kept), timeout_s=30.0)
+        # Every kept target scraped once before any traffic: a rate needs a sample from before the change.
+        deadline = time.monotonic() + 30.0
+        while not all(t["health"] == "up" for t in prom._get("/api/v1/targets", {"state": "active"})["activeTargets"]):
+            if time.monotonic() > deadline:
+                raise MetricsFailed("not every scraped pod answered Prometheus within 30 s")
+            time.sleep(0.2)
         yield prom
 
 

@@ -696,10 +696,19 @@ class Journey:
         try:
             with metrics.prometheus_on(self.rendered, pods, self.world_dir / "prometheus") as prom:
                 metrics.drive(urls, model)
-                time.sleep(3.0)  # three scrapes and rule evaluations after the traffic
-                result = metrics.evaluate(
-                    prom, self.rendered, self.ns, self.world.boto("cloudwatch"), self.out / "dashboard.png"
-                )
+                # Scrapes and rule evaluations every second; on a loaded machine a scrape can lag, so the queries are
+                # asked again until they all have data or 20 s have passed (then the last answer is the failure).
+                deadline = time.monotonic() + 20.0
+                while True:
+                    time.sleep(2.0)
+                    try:
+                        result = metrics.evaluate(
+                            prom, self.rendered, self.ns, self.world.boto("cloudwatch"), self.out / "dashboard.png"
+                        )
+                        break
+                    except metrics.MetricsFailed:
+                        if time.monotonic() > deadline:
+                            raise
         except metrics.MetricsFailed as err:
             raise StepFailed(
                 str(err), "the queries must read the series the profile's stack serves (serving_stacks LIVE_METRICS)"
