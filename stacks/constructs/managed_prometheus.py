@@ -187,8 +187,8 @@ def alert_manager_definition(topic_arn: str, region: str) -> str:
 
 class ManagedPrometheus(Construct):
     """Workspace + managed scraper for one cluster. The scraper reaches the pods from the cluster's private subnets
-    with the cluster security group (which the nodes carry), and needs the in-cluster RBAC that
-    charts/autoscaling.py renders for its user."""
+    with the cluster security group (which the nodes carry); it needs no RBAC of ours: in the cluster's API
+    authentication mode AMP creates its access entry itself (charts/autoscaling.py ScraperAccess says why)."""
 
     def __init__(
         self,
