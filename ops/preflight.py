@@ -31,7 +31,7 @@ from config.neuron_ami import ami_driver, driver_text
 from config.schema import ConfigError, DeploymentConfig
 from config.versions import for_kubernetes
 from ops.capacity_block import LAST_MINUTES
-from ops.price import PRICING_REGION, PriceUnknown, capacity_block_price, on_demand_price
+from ops.price import PRICING_REGION, PriceUnknown, price_of
 
 # From the command's start (clients included), whatever the network does; with the interpreter's own start-up (1-2 s)
 # the whole `make preflight` ends within 30 s (perf/preflight_silent.py measures it).
@@ -257,14 +257,7 @@ class Preflight:
         if t.hourly_price_usd is not None:
             raise Skipped(f"trn2_nodes.hourly_price_usd={t.hourly_price_usd:g} is set in the config, and wins")
         try:
-            if t.capacity_type == "CAPACITY_BLOCK":
-                (block,) = self.clients["ec2"].describe_capacity_reservations(
-                    CapacityReservationIds=[t.capacity_reservation_id]
-                )["CapacityReservations"]
-                hours = round((block["EndDate"] - block["StartDate"]).total_seconds() / 3600)
-                price = capacity_block_price(self.clients["ec2"], t.instance_type, block["TotalInstanceCount"], hours)
-            else:
-                price = on_demand_price(self.clients["pricing"], t.instance_type, self.config.region)
+            price = price_of(self.config, self.clients["ec2"], self.clients["pricing"])
         except PriceUnknown as err:
             raise Skipped(str(err)) from None
         except aws.errors() as err:  # a price is for reports: nothing the deploy needs waits on it

@@ -97,20 +97,26 @@ def capacity_block_price(ec2: Any, instance_type: str, instances: int, hours: in
     )
 
 
+def price_of(config: Any, ec2: Any, pricing: Any) -> NodePrice:
+    """The node group's price through the given clients: on demand, or a current offering like its Capacity Block
+    (its size, and its length from the reservation's dates). PriceUnknown, or botocore's error, when AWS gives none."""
+    t = config.trn2_nodes
+    if t.capacity_type == "CAPACITY_BLOCK":
+        (block,) = ec2.describe_capacity_reservations(CapacityReservationIds=[t.capacity_reservation_id])[
+            "CapacityReservations"
+        ]
+        hours = round((block["EndDate"] - block["StartDate"]).total_seconds() / 3600)
+        return capacity_block_price(ec2, t.instance_type, block["TotalInstanceCount"], hours)
+    return on_demand_price(pricing, t.instance_type, config.region)
+
+
 def node_price(config: Any, stream: Any = None) -> NodePrice:
-    """The node group's price from AWS (on demand, or a current offering like its Capacity Block), through bounded
-    clients; PriceUnknown with the reason when AWS gives none or does not answer."""
+    """price_of() through bounded clients made here (`make bench`); PriceUnknown with the reason when AWS gives none
+    or does not answer."""
     from cloud import aws
 
-    t = config.trn2_nodes
     try:
-        if t.capacity_type == "CAPACITY_BLOCK":
-            ec2 = aws.client("ec2", config.region, stream=stream)
-            (block,) = ec2.describe_capacity_reservations(CapacityReservationIds=[t.capacity_reservation_id])[
-                "CapacityReservations"
-            ]
-            hours = round((block["EndDate"] - block["StartDate"]).total_seconds() / 3600)
-            return capacity_block_price(ec2, t.instance_type, block["TotalInstanceCount"], hours)
-        return on_demand_price(aws.client("pricing", PRICING_REGION, stream=stream), t.instance_type, config.region)
+        ec2 = aws.client("ec2", config.region, stream=stream)
+        return price_of(config, ec2, aws.client("pricing", PRICING_REGION, stream=stream))
     except aws.errors() as err:
         raise PriceUnknown(f"AWS did not give the node's price ({aws.error_code(err) or type(err).__name__})") from None
