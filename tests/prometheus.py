@@ -102,6 +102,14 @@ class Prometheus:
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step}"}
         return list(self._get("/api/v1/query_range", params)["result"])
 
+    def rules(self) -> list[dict[str, Any]]:
+        """Every loaded rule with its health and last error (/api/v1/rules)."""
+        return [r for g in self._get("/api/v1/rules", {})["groups"] for r in g["rules"]]
+
+    def active_targets(self) -> list[dict[str, Any]]:
+        """The scrape targets after relabelling, each with its health (/api/v1/targets)."""
+        return list(self._get("/api/v1/targets", {"state": "active"})["activeTargets"])
+
     def wait_for(
         self,
         expr: str,

@@ -135,7 +135,7 @@ def prometheus_on(rendered: Rendered, pods: list[dict[str, Any]], workdir: Path)
         prom.wait_for("count(up == 1) by (job)", lambda r: {s["metric"]["job"] for s in r} >= set(kept), timeout_s=30.0)
         # Every kept target scraped once before any traffic: a rate needs a sample from before the change.
         deadline = time.monotonic() + 30.0
-        while not all(t["health"] == "up" for t in prom._get("/api/v1/targets", {"state": "active"})["activeTargets"]):
+        while not all(t["health"] == "up" for t in prom.active_targets()):
             if time.monotonic() > deadline:
                 raise MetricsFailed("not every scraped pod answered Prometheus within 30 s")
             time.sleep(0.2)
@@ -223,7 +223,7 @@ def _cloudwatch_problem(cloudwatch: Any, expression: str) -> str | None:
 def _rules(prom: Prometheus, rendered: Rendered, namespace: str, problems: list[str]) -> int:
     """Every rendered alert rule loaded, evaluated without error, and each series it reads served by a scraped pod
     (but the control plane's)."""
-    evaluated = [r for g in prom._get("/api/v1/rules", {})["groups"] for r in g["rules"]]
+    evaluated = prom.rules()
     rendered_rules = [r for g in alert_rules(rendered)["groups"] for r in g["rules"]]
     if len(evaluated) != len(rendered_rules):
         problems.append(f"Prometheus loaded {len(evaluated)} alert rules of the {len(rendered_rules)} rendered")
