@@ -5,6 +5,7 @@ request and response against botocore's own service model. Hugging Face: a real 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -83,6 +85,35 @@ def stub() -> Iterator[Any]:
 
 def quota(service: str, code: str, name: str, value: float) -> dict[str, Any]:
     return {"Quota": {"ServiceCode": service, "QuotaCode": code, "QuotaName": name, "Value": value}}
+
+
+@contextmanager
+def loopback_http(answer: Callable[[str], tuple[int, str, bytes]]) -> Iterator[str]:
+    """A loopback HTTP server answering every GET and POST with answer(path) = (status, content type, body); yields
+    its URL (port 0: nothing can take it between choosing and binding)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            status, content_type, body = answer(self.path)
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # --- credentials -------------------------------------------------------------------------------------------
@@ -508,27 +539,16 @@ def hub(default_config: DeploymentConfig) -> Iterator[str]:
     """A loopback Hugging Face API that knows the default config's pinned revisions, and nothing else."""
     known = {f"/api/models/{m.hf_id}/revision/{m.revision}": m.revision for m in default_config.models.values()}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            sha = known.get(self.path)
-            body = json.dumps({"sha": sha} if sha else {"error": "Revision Not Found"}).encode()
-            self.send_response(200 if sha else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(path: str) -> tuple[int, str, bytes]:
+        sha = known.get(path)
+        return (
+            (200 if sha else 404),
+            "application/json",
+            json.dumps({"sha": sha} if sha else {"error": "Revision Not Found"}).encode(),
+        )
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_http(answer) as url:
+        yield url
 
 
 def revisions(config: DeploymentConfig, endpoint: str) -> str:
@@ -651,31 +671,17 @@ def test_a_page_instead_of_an_aws_answer_is_one_line_without_the_body(monkeypatc
     """A proxy or load balancer in front of AWS answering HTML: each line names what happened in one line (a 502 is
     botocore's ClientError with the status, a 403 page fails its XML parser), never the page itself."""
 
-    class Page(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            body = PROXY_PAGE.replace(b"{code}", str(status).encode())
-            self.send_response(status)
-            self.send_header("content-type", "text/html")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    page = PROXY_PAGE.replace(b"{code}", str(status).encode())
+    stack = contextlib.ExitStack()
+    url = stack.enter_context(loopback_http(lambda path: (status, "text/html", page)))
     for var in [k for k in os.environ if k.startswith("AWS_")]:
         monkeypatch.delenv(var)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", url)
     out = io.StringIO()
-    try:
+    with stack:
         assert preflight.main(["--offline"], stream=out) == EXIT_USAGE
-    finally:
-        server.shutdown()
     first = out.getvalue().splitlines()[0]
     assert first.startswith("FAIL    credentials: "), first
     assert "<" not in first and "nginx" not in first and len(first) < 300, first
