@@ -11,16 +11,16 @@ against the lists. Standard library only: make runs it with the system Python be
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tools.tool_cache import MARKER_NAME, install_once, marked
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "prometheus"
@@ -31,7 +31,7 @@ ARCHITECTURE = "amd64"
 # prometheus=2.42.0+ds-5+deb12u1`) and as the downloaded file hashed.
 SHA256 = "81d59a24fce84f7fbe97a45a4f2914b6a5881b5cd1db2a6a0e129e515e1a5f55"
 CACHE = ROOT / ".cache" / "tools" / f"prometheus-{UPSTREAM_VERSION}"
-MARKER_NAME = ".installed"  # written last: its presence means the tree is whole (the Makefile's target)
+# written last: its presence means the tree is whole (the Makefile's target)
 
 
 class InstallError(Exception):
@@ -55,13 +55,8 @@ def _marker_text() -> str:
 
 def installed(cache: Path = CACHE) -> bool:
     """The pinned package is unpacked in `cache` (the marker names this very pin, both binaries are there)."""
-    marker = cache / MARKER_NAME
     found = binaries(cache)
-    return (
-        marker.is_file()
-        and marker.read_text() == _marker_text()
-        and all(os.access(p, os.X_OK) for p in (found.prometheus, found.promtool))
-    )
+    return marked(cache, _marker_text()) and all(os.access(p, os.X_OK) for p in (found.prometheus, found.promtool))
 
 
 def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -143,23 +138,15 @@ def check_version(found: Binaries) -> None:
 def ensure(cache: Path = CACHE) -> Binaries:
     """The pinned prometheus and promtool, installed into `cache` if they are not there yet. Safe to call from
     concurrent processes (the test shards): one installs, the others wait on the lock and find it done."""
-    if installed(cache):
-        return binaries(cache)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    with (cache.parent / f"{cache.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if installed(cache):
-            return binaries(cache)
+
+    def fill(tree: Path, scratch: Path) -> None:
         check_architecture()
-        with tempfile.TemporaryDirectory(dir=cache.parent, prefix=f".{cache.name}-") as tmp:
-            deb = download_updating(Path(tmp))
-            verify(deb)
-            tree = Path(tmp) / "tree"
-            unpack(deb, tree)
-            check_version(binaries(tree))
-            (tree / MARKER_NAME).write_text(_marker_text())
-            shutil.rmtree(cache, ignore_errors=True)  # a tree of another pin or a half-written one
-            tree.rename(cache)
+        deb = download_updating(scratch)
+        verify(deb)
+        unpack(deb, tree)
+        check_version(binaries(tree))
+
+    install_once(cache, _marker_text(), lambda: installed(cache), fill)
     return binaries(cache)
 
 

@@ -16,21 +16,21 @@ Standard library only: make runs it with the system Python.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from tools.tool_cache import MARKER_NAME, install_once, marked
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "tools" / "renovate"  # package.json and package-lock.json: Renovate's npm manager updates both
 PACKAGE = "renovate"
 CACHE = ROOT / ".cache" / "tools" / "renovate"
-MARKER_NAME = ".installed"  # written last, holding the lock's sha256: the tree is whole and of this very lock
+# written last, holding the lock's sha256: the tree is whole and of this very lock
 CONFIG = ROOT / "renovate.json"
 
 
@@ -54,38 +54,29 @@ def _marker_text(source: Path) -> str:
 
 def installed(cache: Path = CACHE, source: Path = SOURCE) -> bool:
     """The tree in `cache` was installed from this very lock (a lock Renovate bumped installs again)."""
-    marker = cache / MARKER_NAME
-    return marker.is_file() and marker.read_text() == _marker_text(source) and validator(cache).is_file()
+    return marked(cache, _marker_text(source)) and validator(cache).is_file()
 
 
 def ensure(cache: Path = CACHE, source: Path = SOURCE) -> Path:
     """The pinned validator, installed into `cache` if it is not there yet. Safe from concurrent processes (the test
     shards): one installs, the others wait on the lock and find it done."""
-    if installed(cache, source):
-        return validator(cache)
-    if shutil.which("npm") is None:
-        raise InstallError("installing Renovate's config validator needs npm (Node.js) on PATH, as make synth does")
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    with (cache.parent / f"{cache.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if installed(cache, source):
-            return validator(cache)
-        with tempfile.TemporaryDirectory(dir=cache.parent, prefix=f".{cache.name}-") as tmp:
-            tree = Path(tmp) / "tree"
-            tree.mkdir()
-            for name in ("package.json", "package-lock.json"):
-                shutil.copyfile(source / name, tree / name)
-            args = ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
-            done = subprocess.run(args, cwd=tree, capture_output=True, text=True, check=False)
-            if done.returncode != 0 or not validator(tree).is_file():
-                said = " ".join((done.stderr or done.stdout).split())[-400:]
-                raise InstallError(
-                    f"npm ci of {PACKAGE}@{version(source)} from tools/renovate/package-lock.json failed ({said}); "
-                    "check the network path to the npm registry (or npm's proxy settings) and run make test again"
-                )
-            (tree / MARKER_NAME).write_text(_marker_text(source))
-            shutil.rmtree(cache, ignore_errors=True)  # a tree of another lock or a half-written one
-            tree.rename(cache)
+
+    def fill(tree: Path, _scratch: Path) -> None:
+        if shutil.which("npm") is None:
+            raise InstallError("installing Renovate's config validator needs npm (Node.js) on PATH, as make synth does")
+        tree.mkdir()
+        for name in ("package.json", "package-lock.json"):
+            shutil.copyfile(source / name, tree / name)
+        args = ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
+        done = subprocess.run(args, cwd=tree, capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not validator(tree).is_file():
+            said = " ".join((done.stderr or done.stdout).split())[-400:]
+            raise InstallError(
+                f"npm ci of {PACKAGE}@{version(source)} from tools/renovate/package-lock.json failed ({said}); "
+                "check the network path to the npm registry (or npm's proxy settings) and run make test again"
+            )
+
+    install_once(cache, _marker_text(source), lambda: installed(cache, source), fill)
     return validator(cache)
 
 
