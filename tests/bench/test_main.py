@@ -170,6 +170,17 @@ def test_run_fails_when_a_variant_never_succeeds_and_says_why(
     assert "baseline'" not in err
 
 
+def one_case_run(tmp_path: Path, data: dict, config_name: str = "config.yaml") -> tuple[list[str], Path]:
+    """`bench run` arguments for one open-ended case, 2 requests of 8 tokens, with `data` as the config file
+    `config_name`; the caller adds the endpoints. Returns (arguments, results path)."""
+    (tmp_path / config_name).write_text(yaml.safe_dump(data))
+    suite = tmp_path / "s.yaml"
+    suite.write_text("- {name: one, prompt: 'Shall I compare', kind: open-ended}\n")
+    out = tmp_path / "r.json"
+    args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "8", "--out", str(out)]
+    return [*args, "--config", str(tmp_path / config_name)], out
+
+
 def test_the_baseline_comes_from_the_config_and_is_recorded_in_the_results(
     two_servers: dict[str, str], tmp_path: Path
 ) -> None:
@@ -177,12 +188,8 @@ def test_the_baseline_comes_from_the_config_and_is_recorded_in_the_results(
     report and tune read the recorded choice, not the names."""
     data = default_config_dict()
     data["profiles"][0]["name"] = "plain"
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(data))
-    suite = tmp_path / "s.yaml"
-    suite.write_text("- {name: one, prompt: 'Shall I compare', kind: open-ended}\n")
-    out = tmp_path / "r.json"
-    args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "8", "--out", str(out)]
-    args += ["--config", str(tmp_path / "config.yaml"), "--api", "completions"]
+    args, out = one_case_run(tmp_path, data)
+    args += ["--api", "completions"]
     args += [f"--endpoint=baseline={two_servers['speculative']}", f"--endpoint=plain={two_servers['baseline']}"]
     assert main(args) == 0
     results = load_results(out)
@@ -199,12 +206,8 @@ def test_acceptance_is_read_with_each_profiles_own_stacks_counters(
     """Against the same server (it serves vLLM 0.29.0's counters): a legacy-v0 profile's result says why its stack has
     no acceptance (its vLLM never sets the series on Neuron); a vllm-neuron profile's reads the counters."""
     data = default_config_dict() if config_file is None else yaml.safe_load((ROOT / "config" / config_file).read_text())
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(data))
-    suite = tmp_path / "s.yaml"
-    suite.write_text("- {name: one, prompt: 'Shall I compare', kind: open-ended}\n")
-    out = tmp_path / "r.json"
-    args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "8", "--out", str(out)]
-    args += ["--config", str(tmp_path / "config.yaml"), "--api", "completions"]
+    args, out = one_case_run(tmp_path, data)
+    args += ["--api", "completions"]
     args += [f"--endpoint=baseline={two_servers['baseline']}", f"--endpoint={spec}={two_servers['speculative']}"]
     assert main(args) == 0
     (run,) = [r for r in load_results(out).runs if r.variant == spec]
@@ -239,13 +242,9 @@ def test_cost_comes_from_the_configured_price_and_each_profiles_share_of_the_nod
     without a price says how to get one, and `report --config` prices it afterwards."""
     data = default_config_dict()
     data["trn2_nodes"]["hourly_price_usd"] = 40.0
-    (tmp_path / "priced.yaml").write_text(yaml.safe_dump(data))
-    suite = tmp_path / "s.yaml"
-    suite.write_text("- {name: one, prompt: 'Shall I compare', kind: open-ended}\n")
-    out = tmp_path / "r.json"
-    args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "8", "--out", str(out)]
+    args, out = one_case_run(tmp_path, data, "priced.yaml")
     args += [f"--endpoint={name}={url}" for name, url in two_servers.items()]
-    assert main([*args, "--config", str(tmp_path / "priced.yaml")]) == 0
+    assert main(args) == 0
     assert "USD per 1M out tok" in capsys.readouterr().out
     results = load_results(out)
     assert results.node_hourly_price_usd == 40.0
@@ -572,13 +571,9 @@ def test_the_price_make_bench_read_from_aws_prices_a_run_whose_config_sets_none(
     1M tokens; the config's own price wins over it."""
     data = default_config_dict()
     data["trn2_nodes"]["hourly_price_usd"] = configured
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
-    suite = tmp_path / "s.yaml"
-    suite.write_text("- {name: one, prompt: 'Shall I compare', kind: open-ended}\n")
-    out = tmp_path / "r.json"
-    args = ["run", "--suite", str(suite), "--requests", "2", "--warmup", "0", "--max-tokens", "8", "--out", str(out)]
+    args, out = one_case_run(tmp_path, data)
     args += [f"--endpoint={name}={url}" for name, url in two_servers.items()]
-    args += ["--config", str(tmp_path / "c.yaml"), *(["--node-hourly-price-usd", flag] if flag else [])]
+    args += ["--node-hourly-price-usd", flag] if flag else []
     assert main(args) == 0
     assert load_results(out).node_hourly_price_usd == used
     assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
