@@ -379,3 +379,17 @@ def exposition_server(path: str, text: str) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def vector_selectors(expr: Any) -> list[Any]:
+    """Every vector selector of an expression parsed by the pinned promql-parser (matrix selectors and subqueries wrap
+    one): what the dashboard, alert and journey checks read series names and labels from."""
+    import promql_parser as promql
+
+    if isinstance(expr, promql.VectorSelector):
+        return [expr]
+    if isinstance(expr, promql.MatrixSelector):
+        return [expr.vector_selector]
+    children = [getattr(expr, a) for a in ("lhs", "rhs", "expr", "param") if getattr(expr, a, None) is not None]
+    children += list(getattr(expr, "args", None) or [])
+    return [s for child in children for s in vector_selectors(child)]

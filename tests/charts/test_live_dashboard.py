@@ -32,6 +32,7 @@ from stacks.constructs.grafana import datasources
 from stacks.constructs.managed_prometheus import SCHEDULER_METRICS, scrape_configuration, serving_scrape_jobs
 from stacks.constructs.serving_alert_rules import DRIFT_FOR, SPILL_SHARE, alert_rules
 from tests.conftest import ROOT, default_config_dict
+from tests.prometheus import vector_selectors
 from tests.router_harness import envoy_router, stand_ins
 from tests.vllm_metrics import exposed as vllm_exposed
 
@@ -167,15 +168,7 @@ def stored(config: DeploymentConfig, envoy: list[Series]) -> list[Series]:
     return out
 
 
-def selectors(expr: Any) -> list[Any]:
-    """Every vector selector in a parsed expression (matrix selectors and subqueries wrap one)."""
-    if isinstance(expr, promql.VectorSelector):
-        return [expr]
-    if isinstance(expr, promql.MatrixSelector):
-        return [expr.vector_selector]
-    children = [getattr(expr, a) for a in ("lhs", "rhs", "expr", "param") if getattr(expr, a, None) is not None]
-    children += list(getattr(expr, "args", None) or [])
-    return [s for child in children for s in selectors(child)]
+selectors = vector_selectors  # every vector selector of a parsed expression (tests/prometheus.py)
 
 
 def matches(selector: Any, series: Series) -> bool:

@@ -28,13 +28,11 @@ from typing import Any
 import yaml
 
 from tests.journey.manifests import Rendered
-from tests.prometheus import DiscoveredPod, Prometheus, runnable_scrape_config, running_prometheus
+from tests.prometheus import DiscoveredPod, Prometheus, runnable_scrape_config, running_prometheus, vector_selectors
 
 PROMETHEUS_UID = "amp"
 # Series only the EKS control plane serves (the scrape job of the kube-scheduler's metrics): no world has them.
 CONTROL_PLANE_SERIES = {"scheduler_pending_pods": "the EKS control plane's kube-scheduler (not run in the journey)"}
-SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{")
-PROMQL_WORDS = {"sum", "count", "rate", "histogram_quantile", "by", "offset", "and", "or", "unless", "max", "min"}
 
 
 class MetricsFailed(Exception):
@@ -121,7 +119,10 @@ def _finite(sample: dict[str, Any]) -> bool:
 
 
 def _series(expr: str) -> set[str]:
-    return {m for m in SELECTOR.findall(expr) if m not in PROMQL_WORDS}
+    """The metric names an expression selects, by the pinned PromQL parser."""
+    import promql_parser
+
+    return {s.name for s in vector_selectors(promql_parser.parse(expr))}
 
 
 @contextmanager

@@ -24,7 +24,7 @@ from config import DeploymentConfig, load_config, node_scaling, parse_config
 from config.scaling import max_replicas, waiting_threshold
 from stacks.constructs.serving_alert_rules import DRIFT_FOR, SATURATED_FOR, SPILL_SHARE, alert_rules
 from tests.conftest import ROOT, readme_spec_k5_config_dict
-from tests.prometheus import promtool
+from tests.prometheus import promtool, vector_selectors
 from tests.stacks.test_metrics_and_scaling import prometheus_seconds
 
 STEP_S = 30  # between input samples and between rule evaluations: the managed collector's scrape interval
@@ -52,16 +52,6 @@ class Selector:
     labels: dict[str, str]
 
 
-def _all_selectors(expr: Any) -> list[Any]:
-    if isinstance(expr, promql.VectorSelector):
-        return [expr]
-    if isinstance(expr, promql.MatrixSelector):
-        return [expr.vector_selector]
-    children = [getattr(expr, a) for a in ("lhs", "rhs", "expr", "param") if getattr(expr, a, None) is not None]
-    children += list(getattr(expr, "args", None) or [])
-    return [s for child in children for s in _all_selectors(child)]
-
-
 def _literal(regex: str) -> str:
     """A label value a regex matcher accepts: its first `|` alternative that it matches whole (ours are names)."""
     found = [alt for alt in regex.split("|") if re.fullmatch(regex, alt)]
@@ -72,7 +62,7 @@ def _literal(regex: str) -> str:
 def selectors(expr: Any) -> list[Selector]:
     """Every distinct vector selector in a parsed expression, in order, as the series that would match it."""
     out: list[Selector] = []
-    for s in _all_selectors(expr):
+    for s in vector_selectors(expr):
         labels = {}
         for m in s.matchers.matchers:
             op = str(m.op).removeprefix("MatchOp.")
