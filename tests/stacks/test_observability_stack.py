@@ -132,6 +132,10 @@ def test_alarms_watch_this_clusters_nodes_and_every_serving_service(synth):
         watched.add(dims["Service"])
     assert watched == services
     assert all("AlarmActions" not in a for a in alarms.values())  # no topic configured: state only
+    # Decision 12 as amended (docs/decisions.md, "Alerting: two evaluators, one topic"): CloudWatch asks only the
+    # cluster-state questions, from Container Insights; every serving series is alerted on in the workspace.
+    assert {a["Namespace"] for a in alarms.values()} == {"ContainerInsights"}
+    assert len(alarms) == 1 + len(config.profiles)
 
 
 def test_alarms_notify_the_configured_topic_on_alarm_and_recovery(variant_synth):
