@@ -6,7 +6,8 @@ elastic. Prints node-hours, USD per 1M output tokens and the queue time users se
 
 Inputs are stated, not measured here: --price is a round placeholder (set your region's rate), --tokens-per-second
 per running sequence follows the blog's ~45 ms ITL on open-ended prompts, a request is 600 output tokens (the
-reference benchmark's), node Ready and replica time-to-Ready come from the config (docs/elastic-capacity.md).
+reference benchmark's), node Ready and replica time-to-Ready come from the config and the scrape interval from the
+scraper configuration it renders (docs/elastic-capacity.md).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from charts.autoscaling import render_autoscaling
 from config import cost, load_config
 from tests.charts.capacity_replay import CapacityReplay, Sample
 from tests.charts.conftest import of_kind
+from tests.charts.hpa_replay import scrape_interval
 from tests.charts.test_autoscaling import QUERY_URL
 
 DAY = 24 * 3600
@@ -70,7 +72,8 @@ def main() -> None:
     t = config.trn2_nodes
     print(
         f"config: floor {t.min_size}, ceiling {t.max_size} trn2 nodes; node Ready {t.node_ready_seconds} s, replica "
-        f"time-to-Ready {config.scaling.time_to_ready_seconds} s; {len(specs)} profiles; peak {args.peak} "
+        f"time-to-Ready {config.scaling.time_to_ready_seconds} s; scrape every {scrape_interval(config)} s; "
+        f"{len(specs)} profiles; peak {args.peak} "
         f"concurrent requests per profile; ${args.price:.2f}/node-hour; {args.tokens_per_second} tok/s per sequence"
     )
     print("| trace | fleet | node-hours | M output tokens | USD per 1M tokens | when requests queued |")

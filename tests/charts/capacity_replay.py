@@ -3,14 +3,17 @@ node model of the Cluster Autoscaler as its docs describe it, over a load trace.
 
 Node model (config/node_scaling.py has the sources): every SCAN_INTERVAL_SECONDS CA looks for Pending replicas and
 raises the group's desired size by the nodes they need, never above max_size; a node is Ready node_ready_seconds
-after it was asked for; a Pending replica binds to the first node with free devices and is Ready time_to_ready after
-that. KEDA's HPA removes Pending replicas first, then the newest (ReplicaSet's deletion order); a node without a
+after it was asked for; a Pending replica binds to the first Ready node with free devices (the scheduler places no
+pod on a node that is not Ready) and is Ready time_to_ready after that, once it has loaded: a replica counts as
+Ready only on a Ready node and after its load, the floor's too (those that do not fit the floor's nodes wait like
+any). KEDA's HPA removes Pending replicas first, then the newest (ReplicaSet's deletion order); a node without a
 replica (vLLM pods are safe-to-evict "false", so CA never moves one) is removed once it has been unneeded for
 scale-down-unneeded-time, not within scale-down-delay-after-add of the last scale-up, never below min_size. A node
 is billed from the request to its removal.
 
 The load: `clients(t)` concurrent requests per profile (closed loop, as in the HPA replay); a Ready replica runs up
-to its compiled batch and the rest wait. Tokens: running sequences x `tokens_per_second` per sequence. Queue time:
+to its compiled batch and the rest wait. Each HPA sync reads the load as the managed scraper saw it at its last
+scrape (the HPA replay's ScrapeLag, on the rendered scrape interval). Tokens: running sequences x `tokens_per_second` per sequence. Queue time:
 Little's law, waiting / (running / request_seconds).
 """
 
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config import node_scaling
-from tests.charts.hpa_replay import SYNC_SECONDS, Hpa
+from tests.charts.hpa_replay import SYNC_SECONDS, Hpa, ScrapeLag, scrape_interval
 
 TICK_SECONDS = 5
 METRICS = {"requests-waiting": "waiting", "requests-running": "running"}
@@ -40,11 +43,17 @@ class Replica:
     profile: str
     created: int
     node: Node | None = None
-    ready_at: int | None = None
+    ready_at: int | None = None  # set when it starts on a Ready node: then plus its load time
+
+    def ready(self, now: int) -> bool:
+        return self.ready_at is not None and self.ready_at <= now
 
 
 @dataclass
 class Sample:
+    """The fleet at the end of one tick: node and replica counts, Ready replicas and waiting requests per profile,
+    the worst queue time."""
+
     time: int
     nodes: int
     replicas: dict[str, int]
@@ -67,6 +76,7 @@ class CapacityReplay:
     time_to_ready: int
     unneeded_seconds: int
     delay_after_add_seconds: int
+    scrapes: ScrapeLag
     nodes: list[Node] = field(default_factory=list)
     replicas: list[Replica] = field(default_factory=list)
     node_seconds: int = 0
@@ -88,6 +98,7 @@ class CapacityReplay:
             time_to_ready=config.scaling.time_to_ready_seconds,
             unneeded_seconds=node_scaling.scale_down_unneeded_seconds(config),
             delay_after_add_seconds=node_scaling.scale_down_delay_after_add_seconds(config),
+            scrapes=ScrapeLag(scrape_interval(config)),
         )
 
     def _free(self, node: Node) -> int:
@@ -146,20 +157,22 @@ class CapacityReplay:
         self.nodes = [Node(asked=-self.node_ready_seconds, ready_at=0) for _ in range(self.min_nodes)]
         self._bind(0)
         for r in self.replicas:
-            r.ready_at = 0  # the floor's replicas are serving when the trace starts
+            if r.node is not None:
+                r.ready_at = 0  # the floor's replicas that fit its nodes are serving when the trace starts
+        seen: dict[int, dict[str, dict[str, int]]] = {}  # tick -> profile -> the load as a scrape then saw it
         for now in range(0, seconds + 1, TICK_SECONDS):
             self._bind(now)
-            ready = {
-                n: sum(1 for r in self.replicas if r.profile == n and r.ready_at is not None and r.ready_at <= now)
-                for n in hpas
-            }
+            ready = {n: sum(1 for r in self.replicas if r.profile == n and r.ready(now)) for n in hpas}
             running = {n: min(clients(now), ready[n] * self.batch[n]) for n in hpas}
             waiting = {n: clients(now) - running[n] for n in hpas}
+            seen[now] = {n: {"waiting": waiting[n], "running": running[n]} for n in hpas}
             if now % SYNC_SECONDS == 0:
+                scraped = max(0, self.scrapes.last(now))  # before the trace: its start
+                observed = seen[scraped - scraped % TICK_SECONDS]  # the load holds from one tick to the next
                 for n, hpa in hpas.items():
                     current = sum(1 for r in self.replicas if r.profile == n)
-                    observed = {"waiting": waiting[n], "running": running[n]}
-                    self._resize(n, hpa.sync(now, current, {t: observed[k] for t, k in METRICS.items()}), now)
+                    metrics = {trigger: observed[n][kind] for trigger, kind in METRICS.items()}
+                    self._resize(n, hpa.sync(now, current, metrics), now)
             if now % node_scaling.SCAN_INTERVAL_SECONDS == 0:
                 self._scan(now)
             self.node_seconds += len(self.nodes) * TICK_SECONDS

@@ -10,9 +10,7 @@ Several metrics: the largest proposal wins.
 The workload: `clients` closed-loop requests; a Ready replica runs up to `batch` of them and the rest wait; a new
 replica is Ready `time_to_ready` seconds after the HPA adds it. The HPA syncs every 15 s (kube-controller-manager's
 --horizontal-pod-autoscaler-sync-period default) and asks KEDA, which queries the workspace each time; the workspace
-holds what the managed scraper saw at its last scrape, every `scrape_interval` seconds (30 s at least: AMP user guide,
-"Using an AWS managed collector"). So each sync reads the workload as it was at the last scrape, and the scrapes fall
-just before a change (`scrape_phase` = interval - 1, the worst case): a change is seen one interval late.
+holds what the managed scraper saw at its last scrape (ScrapeLag, which the capacity replay shares).
 """
 
 from __future__ import annotations
@@ -38,6 +36,33 @@ DEFAULT_SCALE_DOWN = {
     "selectPolicy": "Max",
     "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}],
 }
+
+
+@dataclass(frozen=True)
+class ScrapeLag:
+    """When the workload a sync reads was seen: the managed scraper scrapes every `interval` seconds (the rendered
+    scraper configuration's; 30 s at least: AMP user guide, "Using an AWS managed collector") and the workspace holds
+    its last scrape. `phase`: where in each interval the scrape falls; by default interval - 1, just before a change
+    (the worst case), so a change is seen one interval late."""
+
+    interval: int
+    phase: int | None = None
+
+    def last(self, now: int) -> int:
+        """The time of the last scrape at or before `now`: what a sync at `now` reads."""
+        phase = self.interval - 1 if self.phase is None else self.phase
+        return now - (now - phase) % self.interval
+
+
+def scrape_interval(config: Any) -> int:
+    """The global scrape interval of the scraper configuration this config renders, in whole seconds."""
+    import yaml
+
+    from stacks.constructs.managed_prometheus import scrape_configuration, serving_scrape_jobs
+
+    text = yaml.safe_load(scrape_configuration(serving_scrape_jobs(config)))["global"]["scrape_interval"]
+    assert text.endswith("s") and text[:-1].isdigit(), text
+    return int(text[:-1])
 
 
 @dataclass
@@ -145,11 +170,11 @@ def replay(
     hpa = Hpa.from_scaled_object(spec)
     replicas = hpa.min_replicas
     ready_at = [-time_to_ready] * replicas  # the starting replicas are Ready
-    phase = scrape_interval - 1 if scrape_phase is None else scrape_phase
+    lag = ScrapeLag(scrape_interval, scrape_phase)
     history = []
     for now in range(0, seconds + 1, SYNC_SECONDS):
         ready = sum(1 for t in ready_at if t <= now)
-        scraped = now - (now - phase) % scrape_interval  # the last scrape at or before this sync
+        scraped = lag.last(now)
         ready_then = sum(1 for t in ready_at if t <= scraped)
         running = min(clients(scraped), ready_then * batch)
         observed = {"waiting": clients(scraped) - running, "running": running}

@@ -15,7 +15,7 @@ import pytest
 from charts.autoscaling import render_autoscaling
 from config import DeploymentConfig, parse_config
 from tests.charts.conftest import QUERY_URL, of_kind, vllm_of_kind
-from tests.charts.hpa_replay import replay
+from tests.charts.hpa_replay import replay, scrape_interval
 from tests.conftest import ROOT, default_config_dict
 
 KEDA = json.loads((Path(__file__).with_name("fixtures") / "keda_2_20_2.json").read_text())
@@ -138,17 +138,6 @@ def test_scaling_switched_off_renders_no_keda_object_but_keeps_the_scraper_acces
 # --- replay of the HPA KEDA creates, with the rendered numbers --------------------------------------------------
 
 METRICS = {"requests-waiting": "waiting", "requests-running": "running"}
-
-
-def scrape_interval(config: DeploymentConfig) -> int:
-    """The global scrape interval of the scraper configuration this config renders, in whole seconds."""
-    import yaml
-
-    from stacks.constructs.managed_prometheus import scrape_configuration, serving_scrape_jobs
-
-    text = yaml.safe_load(scrape_configuration(serving_scrape_jobs(config)))["global"]["scrape_interval"]
-    assert text.endswith("s") and text[:-1].isdigit(), text
-    return int(text[:-1])
 
 
 def step(before: int, after: int, at: int):

@@ -153,7 +153,12 @@ def reaches(policies, src: Source, template: dict[str, Any], namespace: str, pat
 
 
 @pytest.mark.parametrize("name", sorted(NETWORK_CONFIGS))
-def test_only_the_endpoint_and_the_bench_reach_vllms_api_and_the_scraper_reads_metrics(name):
+def test_only_the_endpoint_the_bench_and_the_pods_own_node_reach_vllms_api_and_the_scraper_reads_metrics(name):
+    """What Kubernetes gives under every policy we render (tests/charts/network_policy.py has the rules and their
+    sources): the endpoint and the bench reach vLLM's /v1 (their own egress allows it: nothing isolates them for
+    egress); no other pod of any namespace and no VPC address but the pod's own node does; the node always does
+    (its kubelet, its processes and its hostNetwork pods: the add-ons' node agents on that trn2 node), and so does the
+    pod itself; the scraper's address reaches the metrics sidecar's port, which serves the metrics path only."""
     config = parse_config(NETWORK_CONFIGS[name]())
     objects = everything_rendered(config)
     policies = list(of_kind(objects, "NetworkPolicy").values())
@@ -173,11 +178,13 @@ def test_only_the_endpoint_and_the_bench_reach_vllms_api_and_the_scraper_reads_m
     strangers = [
         Source(str(vpc[20]), "default", bench),  # another namespace's pod, even one wearing the bench's labels
         Source(str(vpc[21]), "kube-system", {}),
-        Source(str(vpc[22])),  # any other address in the VPC: an instance, a load balancer, another ENI
+        Source(str(vpc[22])),  # any other address in the VPC: an instance, a load balancer, another node
         Source(str(vpc[23]), ns, stage),  # a pod of our namespace that is no caller of vLLM
         Source(str(vpc[24]), ns, {"app": "anything"}),
     ]
     scraper = Source(str(vpc[30]))  # the managed scraper's ENI in a private subnet
+    node = Source(str(vpc[40]), own_node=True)  # the node the vLLM pod runs on, from itself
+    itself = Source(str(vpc[41]), own_pod=True)
     jobs = [j for j in serving_scrape_jobs(config) if j["job_name"].startswith("vllm")]
     deployments = vllm_of_kind(objects, "Deployment")
     assert len(deployments) == len([p for p in config.profiles if p.replicas > 0]) or len(deployments) == len(
@@ -191,6 +198,8 @@ def test_only_the_endpoint_and_the_bench_reach_vllms_api_and_the_scraper_reads_m
             assert not reaches(policies, scraper, template, ns, route), (name_, route)
             for src in callers:
                 assert reaches(policies, src, template, ns, route), (name_, route, src)
+            # Not ours to close: Kubernetes always admits the pod's own node and the pod itself.
+            assert reaches(policies, node, template, ns, route) and reaches(policies, itself, template, ns, route)
         # The scraper: the port its job keeps, by name, on the pod; the path its job asks for.
         (port_rule,) = [
             r
@@ -206,28 +215,6 @@ def test_only_the_endpoint_and_the_bench_reach_vllms_api_and_the_scraper_reads_m
     for n, template in templates.items():
         if n.startswith("Job/"):
             assert not admitted(policies, strangers[4], pod_of(template, ns), 8000), n
-
-
-def test_the_evaluator_admits_by_ip_block_namespace_selector_and_named_port():
-    """The evaluator's own semantics, on policies shaped like the ones it guards against."""
-    ns_policy = {
-        "metadata": {"namespace": "a"},
-        "spec": {
-            "podSelector": {"matchLabels": {"x": "1"}},
-            "ingress": [
-                {"from": [{"namespaceSelector": {"matchLabels": {"team": "t"}}}], "ports": [{"port": "http"}]},
-                {"from": [{"ipBlock": {"cidr": "10.0.0.0/16", "except": ["10.0.9.0/24"]}}], "ports": [{"port": 9000}]},
-            ],
-        },
-    }
-    dst = Pod("a", {"x": "1"}, {"http": 8000})
-    assert admitted([ns_policy], Source("10.1.0.1", "b", {}, {"team": "t"}), dst, 8000)
-    assert not admitted([ns_policy], Source("10.1.0.1", "b", {}, {"team": "u"}), dst, 8000)
-    assert admitted([ns_policy], Source("10.0.1.1"), dst, 9000)
-    assert not admitted([ns_policy], Source("10.0.9.1"), dst, 9000)
-    assert not admitted([ns_policy], Source("10.0.1.1"), dst, 8000)
-    assert admitted([ns_policy], Source("10.0.1.1"), Pod("a", {"x": "2"}, {}), 1)  # selected by no policy
-    assert admitted([ns_policy], Source("10.0.1.1"), Pod("b", {"x": "1"}, {}), 1)  # another namespace's pod
 
 
 def test_the_cluster_enforces_network_policies(synth):

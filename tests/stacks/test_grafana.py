@@ -1,7 +1,7 @@
 """The viewer, read from the synthesized Cluster template: the pinned Grafana chart with only values that chart has,
-closed to every pod and VPC address by its namespace's NetworkPolicy (evaluated with every policy we render), a Pod
-Identity role that reads one workspace and one region's CloudWatch metrics, the workspace as its data source and the
-live dashboard provisioned."""
+closed to every pod and every VPC address but its own node's by its namespace's NetworkPolicy (evaluated with every
+policy we render), a Pod Identity role that reads one workspace and one region's CloudWatch metrics, the workspace as
+its data source and the live dashboard provisioned."""
 
 from __future__ import annotations
 
@@ -108,11 +108,13 @@ def _grafana_policies(synth) -> list[dict[str, Any]]:
     return [o for o in values(synth).get("extraObjects", []) if o["kind"] == "NetworkPolicy"]
 
 
-def test_no_pod_of_any_namespace_and_no_vpc_address_reaches_grafana(synth):
+def test_no_pod_of_any_namespace_and_no_vpc_address_but_its_own_nodes_reaches_grafana(synth):
     """Every policy we render (the serving namespace's, the Jobs', the autoscaling chart's) plus the viewer's own:
     pods of every namespace wearing any of our labels or Grafana's own, and addresses across the whole VPC, on every
-    TCP port of the pod. Only the node the pod runs on (Kubernetes always admits it: the kubelet's probes) gets through;
-    `kubectl port-forward` connects from inside the pod's network namespace, where no policy applies."""
+    TCP port of the pod. What Kubernetes lets through whatever the policies say (tests/charts/network_policy.py):
+    the node the pod runs on (the kubelet's probes, that system node's processes and hostNetwork pods) and the pod
+    itself; `kubectl port-forward` connects over loopback inside the pod's network namespace, where no policy
+    applies."""
     config = synth.config
     policies = [*of_kind(everything_rendered(config), "NetworkPolicy").values(), *_grafana_policies(synth)]
     label_sets = [{}, BENCH_LABELS, ENDPOINT_LABELS, dict(GRAFANA_POD.labels), {f"{GRAFANA_RELEASE}-client": "true"}]
@@ -125,6 +127,7 @@ def test_no_pod_of_any_namespace_and_no_vpc_address_reaches_grafana(synth):
         for src in strangers:
             assert not admitted(policies, src, GRAFANA_POD, port), (src, port)
         assert admitted(policies, Source(addresses[1], own_node=True), GRAFANA_POD, port)
+        assert admitted(policies, Source(addresses[2], own_pod=True), GRAFANA_POD, port)
 
 
 def test_grafanas_namespace_admits_nothing_and_its_policy_is_a_valid_object(synth):
