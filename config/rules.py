@@ -9,8 +9,9 @@ from __future__ import annotations
 from config.catalogue import CLOUDFORMATION_TEMPLATE_BYTES, GP3_IOPS_PER_MIBPS, MAX_PROFILES
 from config.neuron_ami import ami_driver, driver_text
 from config.ports import DEFAULT_API_PORT, VLLM_POD_PORTS, endpoint_pod_ports
+from config.profiles import DraftSpeculation
 from config.scaling import devices_available, scaling_problems
-from config.schema import DeploymentConfig, DraftSpeculation
+from config.schema import DeploymentConfig
 from serving_stacks import STACKS, stack_named
 
 

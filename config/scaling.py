@@ -9,21 +9,19 @@ import math
 import zoneinfo
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from config import cron
+from config.section import Section
 
 HPA_MAX_POLICY_PERIOD_SECONDS = 1800
 HPA_MAX_STABILIZATION_SECONDS = 3600
 
 
-class WarmWindow(BaseModel):
+class WarmWindow(Section):
     """Hours with more replicas, through KEDA's cron trigger on the same ScaledObject: during the window every
     profile runs at least `replicas` (the HPA takes the largest proposal), so the nodes and replicas are Ready before
     a known peak instead of a time-to-Ready after it (docs/elastic-capacity.md)."""
-
-    # strict like ScalingConfig: `replicas: true` is refused, not read as 1
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     timezone: str = Field(description="IANA time zone the cron expressions are read in, e.g. Europe/Berlin.")
     start: str = Field(description="5-field cron expression (minute hour day month weekday) opening the window.")
@@ -31,11 +29,8 @@ class WarmWindow(BaseModel):
     replicas: int = Field(ge=1, le=64, description="Replicas of every profile while the window is open.")
 
 
-class ScalingConfig(BaseModel):
+class ScalingConfig(Section):
     """Queue-depth autoscaling of every serving profile (one KEDA ScaledObject each)."""
-
-    # strict like every other section (config/schema.py _Strict): `enabled: 0`, `"0.5"` or `"15"` are refused
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     enabled: bool = Field(default=True, description="Render a ScaledObject per profile (false: fixed replicas).")
     waiting_per_replica: float = Field(
@@ -77,7 +72,7 @@ class PlacementView(Protocol):
 
 
 class ProfileView(Protocol):
-    """The fields of a serving profile (config.schema.ServingProfile) that scaling reads: typed here, because the
+    """The fields of a serving profile (config.profiles.ServingProfile) that scaling reads: typed here, because the
     schema imports this module (tests/serving_stacks/test_typing.py has mypy hand it a ServingProfile)."""
 
     name: str

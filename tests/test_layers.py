@@ -114,6 +114,7 @@ LEAVES = (
     "cost",
     "cron",
     "crossover",
+    "endpoint",
     "exit_codes",
     "kubernetes",
     "labels",

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from config import ConfigError, parse_config
 from config.catalogue import MAX_PROFILES
-from config.schema import DraftSpeculation
+from config.profiles import DraftSpeculation
 from tests.conftest import EXAMPLE_ACCOUNT, default_config_dict
 
 
@@ -618,7 +618,7 @@ def test_every_method_a_stack_serves_is_a_decoding_method_and_no_other():
     order the stacks list them, and a method no stack serves is refused by pydantic's tag check."""
     import typing
 
-    from config.schema import DraftSpeculation
+    from config.profiles import DraftSpeculation
     from serving_stacks import STACKS
 
     served = [m for s in STACKS for m in s.METHODS if m != "none"]

@@ -15,7 +15,7 @@ CALLERS = [
     "model_build/digest.py",
     "model_build/artifact_plan.py",
     "model_build/artifact.py",
-    "config/schema.py",
+    "config/profiles.py",
     "config/rules.py",
 ]
 # config/scaling.py reads a profile through its own ProfileView (the schema imports scaling, so scaling cannot import
@@ -23,7 +23,7 @@ CALLERS = [
 # mypy read the CDK libraries those import.
 SCALING_PROBE = """
 from config.scaling import ProfileView, min_replicas
-from config.schema import ServingProfile
+from config.profiles import ServingProfile
 
 
 def replicas(profile: ServingProfile) -> int:
