@@ -64,6 +64,16 @@ class NetworkConfig(Section):
             raise ValueError(f"{zone!r} is listed twice; list each availability zone once")
         return zones
 
+    @field_validator("api_public_cidrs")
+    @classmethod
+    def _public_networks(cls, cidrs: list[str]) -> list[str]:
+        for i, cidr in enumerate(cidrs):
+            try:
+                ipv4_network(cidr)
+            except ValueError as err:
+                raise ValueError(f"[{i}] {err}") from None
+        return cidrs
+
     @model_validator(mode="after")
     def _vpc_holds_the_subnets(self) -> NetworkConfig:
         prefix = int(self.vpc_cidr.split("/")[1])
@@ -75,13 +85,3 @@ class NetworkConfig(Section):
                 f"use a /{needed} or larger (e.g. {ipaddress.IPv4Network(self.vpc_cidr).supernet(new_prefix=needed)})"
             )
         return self
-
-    @field_validator("api_public_cidrs")
-    @classmethod
-    def _public_networks(cls, cidrs: list[str]) -> list[str]:
-        for i, cidr in enumerate(cidrs):
-            try:
-                ipv4_network(cidr)
-            except ValueError as err:
-                raise ValueError(f"[{i}] {err}") from None
-        return cidrs

@@ -15,6 +15,9 @@ from config.speculation import K_MAX, K_MIN, K_RANGE
 from serving_stacks import DEFAULT_IMAGE_TAG, SPECULATIVE_METHODS, STACKS, catalogue, stack_named, stack_serving
 from serving_stacks.contract import LiveMetrics
 
+# vLLM's max_model_len, of a target or a draft: tokens of prompt + output.
+ModelLength = Annotated[int, Field(ge=128, le=131072)]
+
 
 class HfModel(Section):
     """A Hugging Face model pinned to one commit, staged once into the bucket."""
@@ -99,10 +102,8 @@ class DraftSpeculation(Section):
     )
     draft: Name = Field(description="Key of the draft (a draft model, EAGLE3 head or DFlash drafter) in `models`.")
     num_speculative_tokens: int = Field(description=f"k, tokens proposed per target step ({K_MIN}..{K_MAX}).")
-    draft_max_model_len: int | None = Field(
+    draft_max_model_len: ModelLength | None = Field(
         default=None,
-        ge=128,
-        le=131072,
         description="The draft's max_model_len in --speculative-config; at most the profile's max_model_len "
         "(vLLM refuses to start otherwise). Unset: the profile's max_model_len.",
     )
@@ -165,7 +166,7 @@ class ServingDefaults(Section):
     target: Name = "qwen3-32b"
     image: Image = Image()
     placement: Placement = Placement()
-    max_model_len: int = Field(default=1024, ge=128, le=131072, description="Tokens of prompt + output.")
+    max_model_len: ModelLength = Field(default=1024, description="Tokens of prompt + output.")
     max_num_seqs: int = Field(default=4, ge=1, le=MAX_NUM_SEQS, description="Concurrent sequences (batch size).")
     dtype: Literal["bfloat16", "float16"] = "bfloat16"
     replicas: int = Field(default=1, ge=0, le=64)
