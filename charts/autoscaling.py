@@ -19,8 +19,9 @@ from constructs import Construct
 from config.labels import VLLM_POD_LABELS
 from config.metrics import NAMESPACE_LABEL, PROFILE_LABEL
 from config.ports import METRICS_SIDECAR_PORT
+from config.profiles import ServingProfile
 from config.scaling import WarmWindow, max_replicas, min_replicas, running_threshold, waiting_threshold
-from config.schema import DeploymentConfig, ServingProfile
+from config.schema import DeploymentConfig
 
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 TRIGGER_AUTHENTICATION = "keda-managed-prometheus"

@@ -21,7 +21,8 @@ from charts.autoscaling import running_query, selector, serving_replicas_query, 
 from charts.envoy_bootstrap import spill_thresholds
 from config.endpoint import CAPPED_SUFFIX, SPILL_METRICS
 from config.metrics import ITL, NAMESPACE_LABEL, TEST_CASE, VARIANT
-from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
+from config.profiles import DraftSpeculation, ServingProfile
+from config.schema import DeploymentConfig
 from serving_stacks.contract import AcceptanceCounters, buckets, total
 
 # A rate over at least four samples of the managed scraper (30 s minimum interval, AMP user guide "Using an AWS

@@ -6,7 +6,7 @@ from cdk8s_plus_34 import k8s
 from constructs import Construct
 
 from config.catalogue import NEURON_DEVICE_CLASS, NEURON_TAINT_KEY, NEURON_TAINT_VALUE, NODE_ROLE_LABEL, NeuronInstance
-from config.schema import Placement
+from config.profiles import Placement
 
 NEURON_DRIVER = "neuron.aws.com"
 REQUEST_NAME = "neurons"

@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 from config.bucket_layout import artifact_prefix, checkpoint_prefix, mounted
-from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
+from config.profiles import DraftSpeculation, ServingProfile
+from config.schema import DeploymentConfig
 from model_build.digest import profile_digest
 from serving_stacks import stack_named
 

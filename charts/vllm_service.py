@@ -15,7 +15,8 @@ from config import labels as k8s_labels
 from config.api_key import API_KEY_ENV, API_KEY_SECRET_KEY
 from config.bucket_layout import MOUNT_PATH
 from config.node_scaling import SAFE_TO_EVICT_ANNOTATION
-from config.schema import DeploymentConfig, ServingProfile
+from config.profiles import ServingProfile
+from config.schema import DeploymentConfig
 from model_build.artifact_plan import artifact_base
 from model_build.digest import profile_digest
 from serving_stacks import stack_named

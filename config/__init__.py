@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from config.loader import DEFAULT_CONFIG, load_config, parse_config
-    from config.schema import ConfigError, DeploymentConfig, ServingProfile
+    from config.profiles import ServingProfile
+    from config.schema import ConfigError, DeploymentConfig
 
 _EXPORTS = {
     "DEFAULT_CONFIG": "config.loader",
@@ -19,7 +20,7 @@ _EXPORTS = {
     "parse_config": "config.loader",
     "ConfigError": "config.schema",
     "DeploymentConfig": "config.schema",
-    "ServingProfile": "config.schema",
+    "ServingProfile": "config.profiles",
 }
 __all__ = ["DEFAULT_CONFIG", "ConfigError", "DeploymentConfig", "ServingProfile", "load_config", "parse_config"]
 

@@ -64,7 +64,7 @@ SYSTEM_NAMESPACES = (
 # synth.
 CLOUDFORMATION_TEMPLATE_BYTES = 1_000_000
 MAX_PROFILES = 16
-# The largest batch (vLLM --max-num-seqs) a profile may compile: config/schema.py bounds max_num_seqs with it, and
+# The largest batch (vLLM --max-num-seqs) a profile may compile: config/profiles.py bounds max_num_seqs with it, and
 # `bench sweep --max-num-seqs` with it too (its concurrency grid goes to 4x the batch: requests in flight on trn2).
 MAX_NUM_SEQS = 256
 GP3_IOPS_PER_MIBPS = 4  # gp3 throughput is at most 0.25 MiB/s per provisioned IOPS (Amazon EBS volume types)

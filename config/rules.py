@@ -9,9 +9,11 @@ from __future__ import annotations
 from config.catalogue import CLOUDFORMATION_TEMPLATE_BYTES, GP3_IOPS_PER_MIBPS, MAX_PROFILES
 from config.neuron_ami import ami_driver, driver_text
 from config.ports import DEFAULT_API_PORT, VLLM_POD_PORTS, endpoint_pod_ports
+from config.profiles import DraftSpeculation, ServingProfile
 from config.scaling import devices_available, scaling_problems
-from config.schema import DeploymentConfig, DraftSpeculation
+from config.schema import DeploymentConfig
 from serving_stacks import STACKS, stack_named
+from serving_stacks.contract import ServingStack
 
 
 def config_problems(config: DeploymentConfig) -> list[str]:
@@ -29,6 +31,14 @@ def config_problems(config: DeploymentConfig) -> list[str]:
 
 def model_problems(config: DeploymentConfig) -> list[str]:
     """Unique profile names, a baseline without speculation, and the models, stack and draft of each profile."""
+    problems = profile_list_problems(config) + baseline_problems(config)
+    for i, p in enumerate(config.profiles):
+        problems += profile_model_problems(config, f"profiles[{i}] ({p.name})", p)
+    return problems
+
+
+def profile_list_problems(config: DeploymentConfig) -> list[str]:
+    """Unique names, at least one profile without speculation, and no more profiles than one template holds."""
     problems: list[str] = []
     names = [p.name for p in config.profiles]
     for dup in sorted({n for n in names if names.count(n) > 1}):
@@ -44,61 +54,83 @@ def model_problems(config: DeploymentConfig) -> list[str]:
             f"template would exceed CloudFormation's {CLOUDFORMATION_TEMPLATE_BYTES // 1_000_000} MB limit "
             "(about 22 kB per profile); split them over deployments (config files with different names)"
         )
-    if config.baseline is not None:
-        named = next((p for p in config.profiles if p.name == config.baseline), None)
-        if named is None:
-            problems.append(f"baseline={config.baseline!r} is not a profile; use one of {', '.join(names)}")
-        elif named.speculative:
-            plain = [p.name for p in config.profiles if not p.speculative]
-            problems.append(
-                f"baseline={config.baseline!r} speculates ({named.decoding.method}); speedups need a reference "
-                "without speculation: "
-                + (f"name one of {', '.join(plain)}" if plain else "add a profile with decoding.method: none")
-            )
-    for i, p in enumerate(config.profiles):
-        where = f"profiles[{i}] ({p.name})"
-        if p.target not in config.models:
-            problems.append(
-                f"{where}.target={p.target!r} is not a key of models; add it under models or use one of "
-                f"{', '.join(sorted(config.models))}"
-            )
-            continue
-        stack = stack_named(p.image.stack)
-        if p.decoding.method not in stack.METHODS:
-            serving = [s for s in STACKS if p.decoding.method in s.METHODS]
-            problems.append(
-                f"{where}.decoding.method={p.decoding.method!r} cannot be served by image {p.image.tag!r}: the "
-                f"{stack.NAME} stack serves {', '.join(stack.METHODS)}; "
-                + "; ".join(f"for {p.decoding.method} use image tag {s.IMAGE_TAG} ({s.NAME} stack)" for s in serving)
-            )
-        problems += stack.profile_problems(p, where)
-        if isinstance(p.decoding, DraftSpeculation):
-            d = p.decoding
-            if d.tuned_acceptance_rate is not None and stack.LIVE_METRICS.acceptance is None:
-                problems.append(
-                    f"{where}.decoding.tuned_acceptance_rate={d.tuned_acceptance_rate} cannot be watched on the "
-                    f"{stack.NAME} stack: {stack.LIVE_METRICS.no_acceptance} Leave it out (no acceptance alert on "
-                    "this stack), or serve the profile on a stack that reports acceptance"
-                )
-            if d.draft not in config.models:
-                problems.append(f"{where}.decoding.draft={d.draft!r} is not a key of models; add it under models")
-                continue
-            if d.draft == p.target:
-                problems.append(f"{where}.decoding.draft={d.draft!r} is the target itself; pick a smaller model")
-            if d.draft_max_model_len is not None and d.draft_max_model_len > p.max_model_len:
-                problems.append(
-                    f"{where}.decoding.draft_max_model_len={d.draft_max_model_len} is larger than "
-                    f"{where}.max_model_len={p.max_model_len}, and vLLM refuses to start with a draft longer "
-                    f"than its target; set draft_max_model_len: {p.max_model_len} (or leave it out), or raise "
-                    "max_model_len"
-                )
-            tf, df = config.models[p.target].tokenizer_family, config.models[d.draft].tokenizer_family
-            if tf != df and not d.tokenizers_compatible:
-                problems.append(
-                    f"{where}.decoding.draft={d.draft!r} has tokenizer family {df!r} (models.{d.draft}) but the "
-                    f"target has {tf!r} (models.{p.target}); use a same-family draft, or set decoding.tokenizers_compatible: true if you "
-                    "verified they tokenize identically"
-                )
+    return problems
+
+
+def baseline_problems(config: DeploymentConfig) -> list[str]:
+    """A named baseline is a profile, and one without speculation."""
+    problems: list[str] = []
+    if config.baseline is None:
+        return problems
+    named = next((p for p in config.profiles if p.name == config.baseline), None)
+    if named is None:
+        problems.append(
+            f"baseline={config.baseline!r} is not a profile; use one of {', '.join(p.name for p in config.profiles)}"
+        )
+    elif named.speculative:
+        plain = [p.name for p in config.profiles if not p.speculative]
+        problems.append(
+            f"baseline={config.baseline!r} speculates ({named.decoding.method}); speedups need a reference "
+            "without speculation: "
+            + (f"name one of {', '.join(plain)}" if plain else "add a profile with decoding.method: none")
+        )
+    return problems
+
+
+def profile_model_problems(config: DeploymentConfig, where: str, p: ServingProfile) -> list[str]:
+    """The profile's target is a model, its image's stack serves its method and accepts it, and so does its draft."""
+    problems: list[str] = []
+    if p.target not in config.models:
+        problems.append(
+            f"{where}.target={p.target!r} is not a key of models; add it under models or use one of "
+            f"{', '.join(sorted(config.models))}"
+        )
+        return problems
+    stack = stack_named(p.image.stack)
+    if p.decoding.method not in stack.METHODS:
+        serving = [s for s in STACKS if p.decoding.method in s.METHODS]
+        problems.append(
+            f"{where}.decoding.method={p.decoding.method!r} cannot be served by image {p.image.tag!r}: the "
+            f"{stack.NAME} stack serves {', '.join(stack.METHODS)}; "
+            + "; ".join(f"for {p.decoding.method} use image tag {s.IMAGE_TAG} ({s.NAME} stack)" for s in serving)
+        )
+    problems += stack.profile_problems(p, where)
+    if isinstance(p.decoding, DraftSpeculation):
+        problems += draft_problems(config, where, p, p.decoding, stack)
+    return problems
+
+
+def draft_problems(
+    config: DeploymentConfig, where: str, p: ServingProfile, d: DraftSpeculation, stack: ServingStack
+) -> list[str]:
+    """The draft's acceptance can be watched on the stack, and the draft is a smaller model of the target's tokenizer
+    family, no longer than the target."""
+    problems: list[str] = []
+    if d.tuned_acceptance_rate is not None and stack.LIVE_METRICS.acceptance is None:
+        problems.append(
+            f"{where}.decoding.tuned_acceptance_rate={d.tuned_acceptance_rate} cannot be watched on the "
+            f"{stack.NAME} stack: {stack.LIVE_METRICS.no_acceptance} Leave it out (no acceptance alert on "
+            "this stack), or serve the profile on a stack that reports acceptance"
+        )
+    if d.draft not in config.models:
+        problems.append(f"{where}.decoding.draft={d.draft!r} is not a key of models; add it under models")
+        return problems
+    if d.draft == p.target:
+        problems.append(f"{where}.decoding.draft={d.draft!r} is the target itself; pick a smaller model")
+    if d.draft_max_model_len is not None and d.draft_max_model_len > p.max_model_len:
+        problems.append(
+            f"{where}.decoding.draft_max_model_len={d.draft_max_model_len} is larger than "
+            f"{where}.max_model_len={p.max_model_len}, and vLLM refuses to start with a draft longer "
+            f"than its target; set draft_max_model_len: {p.max_model_len} (or leave it out), or raise "
+            "max_model_len"
+        )
+    tf, df = config.models[p.target].tokenizer_family, config.models[d.draft].tokenizer_family
+    if tf != df and not d.tokenizers_compatible:
+        problems.append(
+            f"{where}.decoding.draft={d.draft!r} has tokenizer family {df!r} (models.{d.draft}) but the "
+            f"target has {tf!r} (models.{p.target}); use a same-family draft, or set decoding.tokenizers_compatible: true if you "
+            "verified they tokenize identically"
+        )
     return problems
 
 
@@ -133,68 +165,26 @@ def placement_problems(config: DeploymentConfig) -> list[str]:
 
 def node_group_problems(config: DeploymentConfig) -> list[str]:
     """Node group sizes, Capacity Block fields, gp3 disk, AMI release, zones and the alarm topic's region."""
+    return [
+        *node_size_problems(config),
+        *node_autoscaling_problems(config),
+        *capacity_block_problems(config),
+        *disk_problems(config),
+        *ami_release_problems(config),
+        *driver_problems(config),
+        *zone_problems(config),
+    ]
+
+
+def node_size_problems(config: DeploymentConfig) -> list[str]:
+    """Each node group's sizes in order."""
     problems: list[str] = []
-    t = config.trn2_nodes
-    for group, ng in (("trn2_nodes", t), ("system_nodes", config.system_nodes)):
+    for group, ng in (("trn2_nodes", config.trn2_nodes), ("system_nodes", config.system_nodes)):
         if not ng.min_size <= ng.desired_size <= ng.max_size:
             problems.append(
                 f"{group}: min_size={ng.min_size} <= desired_size={ng.desired_size} <= max_size={ng.max_size} "
                 "does not hold; order them"
             )
-    problems += node_autoscaling_problems(config)
-    if t.capacity_type == "CAPACITY_BLOCK":
-        if not t.capacity_reservation_id:
-            problems.append(
-                "trn2_nodes.capacity_type=CAPACITY_BLOCK needs trn2_nodes.capacity_reservation_id (cr-...); "
-                "buy a Capacity Block in the EC2 console and paste its reservation id"
-            )
-        if not t.availability_zone:
-            problems.append(
-                "trn2_nodes.capacity_type=CAPACITY_BLOCK needs trn2_nodes.availability_zone: the AZ of the "
-                "Capacity Block (see the reservation in the EC2 console)"
-            )
-    elif t.capacity_block_end:
-        problems.append(
-            f"trn2_nodes.capacity_block_end={t.capacity_block_end.isoformat()} is set but capacity_type is "
-            f"{t.capacity_type}; set capacity_type: CAPACITY_BLOCK or remove capacity_block_end"
-        )
-    elif t.capacity_reservation_id:
-        problems.append(
-            f"trn2_nodes.capacity_reservation_id={t.capacity_reservation_id!r} is set but capacity_type is "
-            f"{t.capacity_type}; set capacity_type: CAPACITY_BLOCK or remove the id"
-        )
-    if t.disk_throughput_mibps * GP3_IOPS_PER_MIBPS > t.disk_iops:
-        problems.append(
-            f"trn2_nodes.disk_throughput_mibps={t.disk_throughput_mibps} needs at least "
-            f"{t.disk_throughput_mibps * GP3_IOPS_PER_MIBPS} IOPS (gp3 allows 0.25 MiB/s per provisioned IOPS) but "
-            f"disk_iops={t.disk_iops}; raise disk_iops or lower disk_throughput_mibps to {t.disk_iops // GP3_IOPS_PER_MIBPS}"
-        )
-    if t.ami_release_version:
-        ami_minor = ".".join(t.ami_release_version.split(".")[:2])
-        if tuple(map(int, ami_minor.split("."))) > tuple(map(int, config.kubernetes_version.split("."))):
-            problems.append(
-                f"trn2_nodes.ami_release_version={t.ami_release_version!r} is for Kubernetes {ami_minor}, newer "
-                f"than kubernetes_version={config.kubernetes_version}; nodes cannot run ahead of the control "
-                f"plane, use a {config.kubernetes_version}.x release"
-            )
-    problems += driver_problems(config)
-    if t.availability_zone and t.availability_zone not in config.network.availability_zones:
-        problems.append(
-            f"trn2_nodes.availability_zone={t.availability_zone!r} is not one of network.availability_zones "
-            f"({', '.join(config.network.availability_zones)}); add it there or pick one of them"
-        )
-    for az in config.network.availability_zones:
-        if not az.startswith(config.region):
-            problems.append(
-                f"network.availability_zones contains {az!r}, which is not in region {config.region}; "
-                f"use zones like {config.region}a"
-            )
-    topic = config.observability.alarm_topic_arn
-    if topic and topic.split(":")[3] != config.region:
-        problems.append(
-            f"observability.alarm_topic_arn={topic!r} is in region {topic.split(':')[3]}, but alarms can only notify "
-            f"a topic in their own region {config.region}; create the topic in {config.region} or set it to null"
-        )
     return problems
 
 
@@ -224,8 +214,95 @@ def node_autoscaling_problems(config: DeploymentConfig) -> list[str]:
             )
     elif t.capacity_block_instances is not None:
         problems.append(
-            f"trn2_nodes.capacity_block_instances={t.capacity_block_instances} is set but capacity_type is "
-            f"{t.capacity_type}; set capacity_type: CAPACITY_BLOCK or remove capacity_block_instances"
+            _capacity_block_only(
+                config, "capacity_block_instances", str(t.capacity_block_instances), "capacity_block_instances"
+            )
+        )
+    return problems
+
+
+def capacity_block_problems(config: DeploymentConfig) -> list[str]:
+    """A Capacity Block names its reservation and zone; its end and reservation id mean nothing on demand."""
+    problems: list[str] = []
+    t = config.trn2_nodes
+    if t.capacity_type == "CAPACITY_BLOCK":
+        if not t.capacity_reservation_id:
+            problems.append(
+                "trn2_nodes.capacity_type=CAPACITY_BLOCK needs trn2_nodes.capacity_reservation_id (cr-...); "
+                "buy a Capacity Block in the EC2 console and paste its reservation id"
+            )
+        if not t.availability_zone:
+            problems.append(
+                "trn2_nodes.capacity_type=CAPACITY_BLOCK needs trn2_nodes.availability_zone: the AZ of the "
+                "Capacity Block (see the reservation in the EC2 console)"
+            )
+    elif t.capacity_block_end:
+        problems.append(
+            _capacity_block_only(config, "capacity_block_end", t.capacity_block_end.isoformat(), "capacity_block_end")
+        )
+    elif t.capacity_reservation_id:
+        problems.append(
+            _capacity_block_only(config, "capacity_reservation_id", repr(t.capacity_reservation_id), "the id")
+        )
+    return problems
+
+
+def _capacity_block_only(config: DeploymentConfig, field: str, value: str, remove: str) -> str:
+    """The sentence for a trn2_nodes field that only a Capacity Block uses, set on another capacity type."""
+    return (
+        f"trn2_nodes.{field}={value} is set but capacity_type is {config.trn2_nodes.capacity_type}; set "
+        f"capacity_type: CAPACITY_BLOCK or remove {remove}"
+    )
+
+
+def disk_problems(config: DeploymentConfig) -> list[str]:
+    """gp3 throughput within what the provisioned IOPS allow."""
+    problems: list[str] = []
+    t = config.trn2_nodes
+    if t.disk_throughput_mibps * GP3_IOPS_PER_MIBPS > t.disk_iops:
+        problems.append(
+            f"trn2_nodes.disk_throughput_mibps={t.disk_throughput_mibps} needs at least "
+            f"{t.disk_throughput_mibps * GP3_IOPS_PER_MIBPS} IOPS (gp3 allows 0.25 MiB/s per provisioned IOPS) but "
+            f"disk_iops={t.disk_iops}; raise disk_iops or lower disk_throughput_mibps to {t.disk_iops // GP3_IOPS_PER_MIBPS}"
+        )
+    return problems
+
+
+def ami_release_problems(config: DeploymentConfig) -> list[str]:
+    """A pinned AMI release no newer than the control plane."""
+    problems: list[str] = []
+    release = config.trn2_nodes.ami_release_version
+    if not release:
+        return problems
+    ami_minor = ".".join(release.split(".")[:2])
+    if tuple(map(int, ami_minor.split("."))) > tuple(map(int, config.kubernetes_version.split("."))):
+        problems.append(
+            f"trn2_nodes.ami_release_version={release!r} is for Kubernetes {ami_minor}, newer "
+            f"than kubernetes_version={config.kubernetes_version}; nodes cannot run ahead of the control "
+            f"plane, use a {config.kubernetes_version}.x release"
+        )
+    return problems
+
+
+def zone_problems(config: DeploymentConfig) -> list[str]:
+    """The trn2 zone among the network's zones, those in the region, and the alarm topic in the region too."""
+    problems: list[str] = []
+    zone, zones, region = config.trn2_nodes.availability_zone, config.network.availability_zones, config.region
+    if zone and zone not in zones:
+        problems.append(
+            f"trn2_nodes.availability_zone={zone!r} is not one of network.availability_zones "
+            f"({', '.join(zones)}); add it there or pick one of them"
+        )
+    for az in zones:
+        if not az.startswith(region):
+            problems.append(
+                f"network.availability_zones contains {az!r}, which is not in region {region}; use zones like {region}a"
+            )
+    topic = config.observability.alarm_topic_arn
+    if topic and topic.split(":")[3] != region:
+        problems.append(
+            f"observability.alarm_topic_arn={topic!r} is in region {topic.split(':')[3]}, but alarms can only notify "
+            f"a topic in their own region {region}; create the topic in {region} or set it to null"
         )
     return problems
 

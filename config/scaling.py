@@ -7,23 +7,22 @@ from __future__ import annotations
 
 import math
 import zoneinfo
-from typing import Any, Protocol
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from config import cron
+from config.profiles import ServingProfile
+from config.section import Section
 
 HPA_MAX_POLICY_PERIOD_SECONDS = 1800
 HPA_MAX_STABILIZATION_SECONDS = 3600
 
 
-class WarmWindow(BaseModel):
+class WarmWindow(Section):
     """Hours with more replicas, through KEDA's cron trigger on the same ScaledObject: during the window every
     profile runs at least `replicas` (the HPA takes the largest proposal), so the nodes and replicas are Ready before
     a known peak instead of a time-to-Ready after it (docs/elastic-capacity.md)."""
-
-    # strict like ScalingConfig: `replicas: true` is refused, not read as 1
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     timezone: str = Field(description="IANA time zone the cron expressions are read in, e.g. Europe/Berlin.")
     start: str = Field(description="5-field cron expression (minute hour day month weekday) opening the window.")
@@ -31,11 +30,8 @@ class WarmWindow(BaseModel):
     replicas: int = Field(ge=1, le=64, description="Replicas of every profile while the window is open.")
 
 
-class ScalingConfig(BaseModel):
+class ScalingConfig(Section):
     """Queue-depth autoscaling of every serving profile (one KEDA ScaledObject each)."""
-
-    # strict like every other section (config/schema.py _Strict): `enabled: 0`, `"0.5"` or `"15"` are refused
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     enabled: bool = Field(default=True, description="Render a ScaledObject per profile (false: fixed replicas).")
     waiting_per_replica: float = Field(
@@ -72,33 +68,17 @@ class ScalingConfig(BaseModel):
     )
 
 
-class PlacementView(Protocol):
-    devices: int
-
-
-class ProfileView(Protocol):
-    """The fields of a serving profile (config.schema.ServingProfile) that scaling reads: typed here, because the
-    schema imports this module (tests/serving_stacks/test_typing.py has mypy hand it a ServingProfile)."""
-
-    name: str
-    max_num_seqs: int
-    replicas: int
-
-    @property
-    def placement(self) -> PlacementView: ...
-
-
-def waiting_threshold(scaling: ScalingConfig, profile: ProfileView) -> int:
+def waiting_threshold(scaling: ScalingConfig, profile: ServingProfile) -> int:
     """Requests waiting per replica above which KEDA adds a replica: a fraction of the compiled batch, at least 1."""
     return max(1, math.floor(scaling.waiting_per_replica * profile.max_num_seqs))
 
 
-def running_threshold(profile: ProfileView) -> int:
+def running_threshold(profile: ServingProfile) -> int:
     """Requests running per replica that hold the replicas serving them: a full compiled batch."""
     return int(profile.max_num_seqs)
 
 
-def min_replicas(profile: ProfileView) -> int:
+def min_replicas(profile: ServingProfile) -> int:
     """Never zero on trn2: a replica that is not running costs a whole time-to-Ready before its first token."""
     return max(1, profile.replicas)
 
@@ -109,19 +89,19 @@ def devices_available(config: Any) -> int:
     return config.trn2_nodes.max_size * config.trn2_nodes.instance.devices
 
 
-def switched_on(config: Any) -> list[Any]:
+def switched_on(config: Any) -> list[ServingProfile]:
     """The profiles that run (replicas above 0): a profile switched off gets no ScaledObject and claims no devices."""
     return [p for p in config.profiles if p.replicas > 0]
 
 
-def fair_share_replicas(config: Any, profile: ProfileView) -> int:
+def fair_share_replicas(config: Any, profile: ServingProfile) -> int:
     """Replicas of `profile` that fit when every switched-on profile gets an equal share of the devices. CPU and memory
     requests are in proportion to the devices claimed (charts/neuron_claim.node_share), so devices that fit leave room
     for them."""
     return devices_available(config) // max(len(switched_on(config)), 1) // profile.placement.devices
 
 
-def max_replicas(config: Any, profile: ProfileView) -> int:
+def max_replicas(config: Any, profile: ServingProfile) -> int:
     return config.scaling.max_replicas.get(profile.name, fair_share_replicas(config, profile))
 
 

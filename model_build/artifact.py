@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Unpack
 
-from config.schema import DeploymentConfig, ServingProfile
+from config.profiles import ServingProfile
+from config.schema import DeploymentConfig
 from model_build.artifact_plan import PlanLocations
 from model_build.compile_cache import CachePlan, cache_plan
 from model_build.plan import BuildPlan, build_plan

@@ -12,7 +12,8 @@ from typing import Any, TypedDict
 
 from config.bucket_layout import MOUNT_PATH, artifact_prefix, mounted
 from config.ports import DEFAULT_API_PORT
-from config.schema import DeploymentConfig, ServingProfile
+from config.profiles import ServingProfile
+from config.schema import DeploymentConfig
 from model_build.digest import artifact_inputs, digest_of
 from serving_pod import check_mounted
 from serving_pod.manifest import BuildRecord

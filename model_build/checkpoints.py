@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from config.bucket_layout import checkpoint_prefix, manifest_key
-from config.schema import DeploymentConfig, HfModel
+from config.profiles import HfModel
+from config.schema import DeploymentConfig
 from model_build.errors import BuildError
 from model_build.publish import PublishResult, publish_tree, read_manifest
 from model_build.store import S3Store, TransferStats

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME
 from config.exit_codes import EXIT_FAILED
-from config.schema import HfModel
+from config.profiles import HfModel
 from model_build.digest import ARTIFACT_SCHEMA
 from model_build.errors import BuildError, build_command
 from serving_pod.manifest import BuildRecord, Manifest, file_problems

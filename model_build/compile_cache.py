@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Unpack
 
 from config.bucket_layout import checkpoint_prefix
-from config.schema import DeploymentConfig, ServingProfile
+from config.profiles import ServingProfile
+from config.schema import DeploymentConfig
 from model_build.artifact_plan import ArtifactPlan, BuildOptions, PlanLocations, artifact_base
 from model_build.compile import builder_versions, write_build_record
 from model_build.errors import BuildError, build_command

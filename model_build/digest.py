@@ -11,7 +11,8 @@ import hashlib
 import json
 from typing import Any
 
-from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
+from config.profiles import DraftSpeculation, ServingProfile
+from config.schema import DeploymentConfig
 from model_build.neuron_config import compiled_neuron_config
 from serving_stacks import stack_named
 

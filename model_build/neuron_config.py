@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.schema import DeploymentConfig, DraftSpeculation, ServingProfile
+from config.profiles import DraftSpeculation, ServingProfile
+from config.schema import DeploymentConfig
 from serving_stacks import STACKS
 from serving_stacks.contract import ArtifactKind
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Unpack
 
 from config.bucket_layout import MANIFEST_NAME, artifact_prefix, checkpoint_prefix, manifest_key, mounted
-from config.schema import DeploymentConfig, DraftSpeculation, HfModel, ServingProfile
+from config.profiles import DraftSpeculation, HfModel, ServingProfile
+from config.schema import DeploymentConfig
 from model_build.artifact_plan import ArtifactPlan, BuildOptions, PlanLocations, artifact_base
 from model_build.compile import compile_profile
 from model_build.errors import BuildError, build_command

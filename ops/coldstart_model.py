@@ -16,7 +16,8 @@ import sys
 from dataclasses import dataclass
 
 from config import load_config
-from config.schema import DeploymentConfig, ServingProfile
+from config.profiles import ServingProfile
+from config.schema import DeploymentConfig
 from serving_stacks import stack_named
 from serving_stacks.contract import ArtifactKind
 

@@ -19,7 +19,8 @@ from typing import Any, TextIO
 from cloud import aws
 from config import load_config
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandError
-from config.schema import ConfigError, Image
+from config.profiles import Image
+from config.schema import ConfigError
 from config.versions import ADDONS, CHARTS, CLUSTER_AUTOSCALER_IMAGES, CLUSTER_AUTOSCALER_REPOSITORY, IMAGES, PLUGINS
 from serving_stacks import STACKS
 

@@ -17,14 +17,14 @@ from serving_stacks.contract import ServingStack
 
 STACKS: tuple[ServingStack, ...] = (legacy_v0, vllm_neuron)
 # Every speculative decoding method some stack serves, in STACKS order: the config's vocabulary of
-# decoding.method (config.schema.DraftSpeculation) is this, so a stack's METHODS is its one owner.
+# decoding.method (config.profiles.DraftSpeculation) is this, so a stack's METHODS is its one owner.
 SPECULATIVE_METHODS: tuple[str, ...] = tuple(dict.fromkeys(m for s in STACKS for m in s.METHODS if m != "none"))
 # The image a config without one gets: the seed reproduction's stack (DESIGN.md, decision 1).
 DEFAULT_IMAGE_TAG = legacy_v0.IMAGE_TAG
 
 
 def stack_named(name: str) -> ServingStack:
-    """The stack of a profile (config.schema.Image.stack names it)."""
+    """The stack of a profile (config.profiles.Image.stack names it)."""
     return next(s for s in STACKS if name == s.NAME)
 
 

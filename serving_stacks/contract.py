@@ -32,7 +32,7 @@ class PlacementView(Protocol):
 
 
 class ProfileView(Protocol):
-    """The fields of a serving profile (config.schema.ServingProfile) that stacks read: typed here, because the
+    """The fields of a serving profile (config.profiles.ServingProfile) that stacks read: typed here, because the
     config imports the stacks and the stacks may not import the config."""
 
     @property

@@ -15,7 +15,8 @@ from charts.jobs.stage import STAGE_SERVICE_ACCOUNT
 from charts.serving_chart import BASE, render_groups
 from charts.vllm_service import service_account_name
 from config.bucket_layout import RESULTS_PREFIX, artifact_prefix, checkpoint_prefix
-from config.schema import DeploymentConfig, ServingProfile
+from config.profiles import ServingProfile
+from config.schema import DeploymentConfig
 from model_build.digest import profile_digest
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.pod_identity_role import PodIdentityRole

@@ -76,7 +76,7 @@ def test_an_upward_import_is_an_unlisted_edge(tmp_path, monkeypatch):
     fake_root = tmp_path
     (fake_root / "serving_stacks").mkdir()
     module = fake_root / "serving_stacks" / "upward.py"
-    module.write_text("from config.schema import ServingProfile\n")
+    module.write_text("from config.profiles import ServingProfile\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", fake_root)
     assert unlisted_edges(module) == {"config"}
 
@@ -114,6 +114,7 @@ LEAVES = (
     "cost",
     "cron",
     "crossover",
+    "endpoint",
     "exit_codes",
     "kubernetes",
     "labels",

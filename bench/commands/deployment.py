@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from bench.runner import Hardware
     from bench.sweep.analysis import Slo
+    from config.bench import BenchConfig
     from config.live_metrics import LiveMetrics
-    from config.schema import BenchConfig
 
 
 def load(path: str | None) -> object | None:
@@ -70,7 +70,7 @@ def max_num_seqs(cfg: object | None, names: list[str] | None = None) -> int | No
 
 def bench_config(cfg: object | None) -> BenchConfig:
     """The config's bench section (SLOs, sweep), else its defaults."""
-    from config.schema import BenchConfig
+    from config.bench import BenchConfig
 
     return getattr(cfg, "bench", None) or BenchConfig()
 

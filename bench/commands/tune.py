@@ -104,7 +104,7 @@ def execute(args: argparse.Namespace) -> int:
 def _predict_crossover(args: argparse.Namespace, results: object, cfg: object | None) -> int:
     from bench.sweep.run import concurrency_grid
     from bench.tune import format_predictions, predict_crossovers
-    from config.schema import ServingDefaults
+    from config.profiles import ServingDefaults
 
     tpot = baseline_tpot(args.baseline_tpot)
     assert tpot is not None, "problem() refuses a malformed --baseline-tpot before execute"

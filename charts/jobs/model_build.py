@@ -31,7 +31,8 @@ from charts.pod_security import image_user
 from charts.vllm_args import vllm_args
 from config.bucket_layout import MOUNT_PATH
 from config.labels import ARTIFACT_DIGEST, PROFILE, workload_labels
-from config.schema import ConfigError, DeploymentConfig, ServingProfile
+from config.profiles import ServingProfile
+from config.schema import ConfigError, DeploymentConfig
 from model_build.digest import profile_digest
 from serving_stacks import stack_named
 

@@ -29,8 +29,9 @@ from charts.autoscaling import selector, serving_replicas_query, waiting_query
 from charts.live_dashboard import acceptance_query, spill_share_query, spilling_arms
 from config import node_scaling
 from config.labels import PROFILE as PROFILE_POD_LABEL
+from config.profiles import DraftSpeculation
 from config.scaling import max_replicas, waiting_threshold
-from config.schema import DeploymentConfig, DraftSpeculation
+from config.schema import DeploymentConfig
 
 SATURATED_FOR = "10m"
 DRIFT_FOR = "15m"

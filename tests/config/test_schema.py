@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from config import ConfigError, parse_config
 from config.catalogue import MAX_PROFILES
-from config.schema import DraftSpeculation
+from config.profiles import DraftSpeculation
 from tests.conftest import EXAMPLE_ACCOUNT, default_config_dict
 
 
@@ -429,6 +429,34 @@ def test_capacity_block_with_reservation_and_zone_is_valid():
     assert config.trn2_availability_zone == "us-east-2b"
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "sentence"),
+    [
+        (
+            "capacity_block_end",
+            "2026-12-01T11:30:00Z",
+            "trn2_nodes.capacity_block_end=2026-12-01T11:30:00+00:00 is set but capacity_type is ON_DEMAND; set "
+            "capacity_type: CAPACITY_BLOCK or remove capacity_block_end",
+        ),
+        (
+            "capacity_reservation_id",
+            "cr-0123456789abcdef0",
+            "trn2_nodes.capacity_reservation_id='cr-0123456789abcdef0' is set but capacity_type is ON_DEMAND; set "
+            "capacity_type: CAPACITY_BLOCK or remove the id",
+        ),
+        (
+            "capacity_block_instances",
+            2,
+            "trn2_nodes.capacity_block_instances=2 is set but capacity_type is ON_DEMAND; set capacity_type: "
+            "CAPACITY_BLOCK or remove capacity_block_instances",
+        ),
+    ],
+)
+def test_a_capacity_block_field_on_demand_is_refused_with_the_field_its_value_and_the_fix(field, value, sentence):
+    """The three fields only a Capacity Block uses share one sentence (config/rules.py _capacity_block_only)."""
+    assert problems_for(_set(f"trn2_nodes.{field}", value)) == [sentence]
+
+
 def test_the_default_ceiling_of_two_nodes_lets_both_profiles_grow(default_config):
     from config.scaling import max_replicas, min_replicas
 
@@ -618,7 +646,7 @@ def test_every_method_a_stack_serves_is_a_decoding_method_and_no_other():
     order the stacks list them, and a method no stack serves is refused by pydantic's tag check."""
     import typing
 
-    from config.schema import DraftSpeculation
+    from config.profiles import DraftSpeculation
     from serving_stacks import STACKS
 
     served = [m for s in STACKS for m in s.METHODS if m != "none"]

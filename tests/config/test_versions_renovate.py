@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from config import versions
-from config.schema import Image
+from config.profiles import Image
 from serving_stacks import STACKS
 from tests.conftest import ROOT
 from tests.renovate_managers import Dependency, extract_all, python_regex, repository_files

@@ -564,8 +564,8 @@ class Journey:
         except StepFailed as err:
             raise StepFailed(
                 f"with endpoint.crossover_file: crossover.json next to the config, make synth refused it: {err.broke}",
-                "resolve endpoint.crossover_file relative to the config file when the config loads (config/schema.py "
-                "_read_crossover_file) and ship the spill thresholds, not the path, in config.yaml (issue 35, What to "
+                "resolve endpoint.crossover_file relative to the config file when the config loads (config/loader.py "
+                "_fold_crossover) and ship the spill thresholds, not the path, in config.yaml (issue 35, What to "
                 "build 2)",
             ) from None
         thresholds = self._spill_thresholds(rendered)

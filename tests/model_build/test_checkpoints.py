@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from config.bucket_layout import MANIFEST_NAME, checkpoint_prefix
-from config.schema import HfModel
+from config.profiles import HfModel
 from model_build.checkpoints import select_models, stage_checkpoints
 from model_build.cli import main
 from model_build.errors import BuildError

@@ -17,7 +17,7 @@ from botocore.stub import Stubber
 
 from cloud import aws as config_aws
 from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from config.schema import Image
+from config.profiles import Image
 from config.versions import ADDONS, CHARTS, CLUSTER_AUTOSCALER_IMAGES, IMAGES, PLUGINS
 from ops import versions_report
 from ops.versions_report import NO_CREDENTIALS, Offer, main, pinned_lines, version_key

@@ -1,6 +1,6 @@
 """The ServingStack contract, checked by mypy: every stack module has every member with its type (strict), and the
-config's ServingProfile is a ProfileView where the stacks are called (and config/scaling.py's ProfileView where scaling
-reads it). A module that drifts from the contract fails here, not at synth or on a node."""
+config's ServingProfile is a ProfileView where the stacks are called. A module that drifts from the contract fails
+here, not at synth or on a node."""
 
 from __future__ import annotations
 
@@ -15,21 +15,9 @@ CALLERS = [
     "model_build/digest.py",
     "model_build/artifact_plan.py",
     "model_build/artifact.py",
-    "config/schema.py",
+    "config/profiles.py",
     "config/rules.py",
 ]
-# config/scaling.py reads a profile through its own ProfileView (the schema imports scaling, so scaling cannot import
-# the schema): this probe hands it a ServingProfile, as charts/autoscaling.py and the alert rules do, without making
-# mypy read the CDK libraries those import.
-SCALING_PROBE = """
-from config.scaling import ProfileView, min_replicas
-from config.schema import ServingProfile
-
-
-def replicas(profile: ServingProfile) -> int:
-    view: ProfileView = profile
-    return min_replicas(view)
-"""
 
 
 def mypy(cache: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -50,8 +38,7 @@ def test_every_stack_module_implements_the_contract_under_strict_mypy():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_config_profile_is_what_stacks_read(tmp_path):
-    probe = tmp_path / "scaling_probe.py"
-    probe.write_text(SCALING_PROBE)
-    result = mypy("tests-profile-view", "--follow-imports=silent", *CALLERS, "config/scaling.py", str(probe))
+def test_the_config_profile_is_what_stacks_read():
+    """And what config/scaling.py reads of it, typed there as the ServingProfile itself."""
+    result = mypy("tests-profile-view", "--follow-imports=silent", *CALLERS, "config/scaling.py")
     assert result.returncode == 0, result.stdout + result.stderr
