@@ -14,7 +14,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from config import bounded_file, pydantic_errors
-from config.prompt_suite import DEFAULT_CASES, Kind
+from config.prompt_kind import PromptKind
+from config.prompt_suite import DEFAULT_CASES
 
 
 class TestCase(BaseModel):
@@ -25,7 +26,7 @@ class TestCase(BaseModel):
 
     name: str = Field(description="Short id, used as the CloudWatch TestCase dimension.")
     prompt: str = Field(min_length=1)
-    kind: Kind
+    kind: PromptKind
     source: str = ""
 
     @field_validator("name")

@@ -15,8 +15,9 @@ from pathlib import Path
 from bench import cost, lossless, table
 from bench.results import BenchResults, CaseRun, Speedup, load_results
 from bench.runner import summary_rows
+from config.prompt_kind import PROMPT_KINDS, PromptKind
 
-COLOURS = {"structured": "#1f77b4", "open-ended": "#ff7f0e"}
+COLOURS: dict[PromptKind, str] = {"structured": "#1f77b4", "open-ended": "#ff7f0e"}
 VARIANT_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
 
 
@@ -109,7 +110,7 @@ def markdown(sources: Sequence[Source], images: Sequence[str] = (), price: float
             ]
             stops = list(dict.fromkeys(sp.stop for sp in speedups))
             for stop in stops:
-                for kind in ("structured", "open-ended"):
+                for kind in PROMPT_KINDS:
                     g = _geomean([sp.tpot for sp in speedups if sp.kind == kind and sp.stop == stop and sp.tpot])
                     label = kind if stops == ["fixed"] else f"{kind}, {stop} stop"
                     out.append(f"- {label}: geometric-mean TPOT speedup {_fmt(g, suffix='x')}")

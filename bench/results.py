@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from bench.spec_metrics import SpecDecodeResult
 from config import bounded_file, pydantic_errors
+from config.prompt_kind import PromptKind
 
 SCHEMA_VERSION = 1
 
@@ -249,7 +250,7 @@ class CaseRun(_Model):
 
     variant: str
     test_case: str
-    kind: Literal["structured", "open-ended"]
+    kind: PromptKind
     stop: Stop = "fixed"
     started_at: datetime
     duration_s: float
@@ -293,7 +294,7 @@ class Speedup(_Model):
     variant: str
     baseline: str
     test_case: str
-    kind: Literal["structured", "open-ended"]
+    kind: PromptKind
     stop: Stop = "fixed"
     tpot: float | None = Field(description="baseline p50 TPOT / variant p50 TPOT (decode speed).")
     itl: float | None = Field(description="baseline p50 token-weighted ITL / variant p50.")

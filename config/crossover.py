@@ -6,7 +6,7 @@ Reading is strict because the file is input: NaN and Infinity (which Python's js
 deeper than the parser's recursion limit, negative loads and unknown fields are refused. The bounded read of the
 file itself is config/bounded_file.py's; the sentence is the config loader's.
 
-Leaf module: imports nothing of ours.
+Leaf module: imports nothing of ours but the prompt kinds, from their own leaf config/prompt_kind.py.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from config.prompt_kind import PromptKind
 
 SCHEMA_VERSION = 1
 MAX_BYTES = 1024 * 1024  # a sweep of 8 profiles x 2 kinds x 2 load kinds writes a few KiB
@@ -38,7 +40,7 @@ class SpeedupRange(_Model):
 
 class CrossoverEntry(_Model):
     variant: str = Field(description="The speculative service (profile name).")
-    kind: Literal["structured", "open-ended"] = Field(description="Prompt kind the speedup is measured on.")
+    kind: PromptKind = Field(description="Prompt kind the speedup is measured on.")
     load: LoadKind = Field(description="concurrency: requests in flight; rate: Poisson requests per second.")
     crossover: Load | None = Field(
         description="Lowest load of the grid at which the speedup is below speedup_floor; null: none in the grid."

@@ -5,20 +5,20 @@ per case from the same names and kinds, so both read them here (and stacks need 
 Why the label: speculation pays on predictable text (repetition, lists, code, JSON) where the draft agrees with
 the target, and not on open-ended prose; the report colours speedups by it and the dashboard names it per row.
 
-Leaf module: imports nothing of ours.
+Leaf module: imports nothing of ours but the prompt kinds, from their own leaf config/prompt_kind.py.
 """
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
-Kind = Literal["structured", "open-ended"]
+from config.prompt_kind import PromptKind
 
 
 class Case(NamedTuple):
     name: str  # the CloudWatch TestCase dimension
     prompt: str
-    kind: Kind
+    kind: PromptKind
     source: str
 
 

@@ -66,8 +66,8 @@ def add_arguments(sw: argparse.ArgumentParser) -> None:
     sw.add_argument(
         "--budget-minutes",
         type=finite_number(above=0),
-        help="adaptive: start no run that would take the sweep past this many minutes; the report says what is "
-        "left undecided",
+        help="adaptive: minutes of wall clock the sweep may spend measuring, whatever --mode; it starts no run that "
+        "would pass them, and the report says what is left undecided",
     )
     sw.add_argument("--out", default="bench-sweep.json", help="the sweep file, rewritten after every point")
     sw.add_argument("--report-dir", help="where report.md, crossover.json, peer/ and plots go (default: --out's stem)")

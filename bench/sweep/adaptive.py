@@ -18,8 +18,9 @@ above it the batch is full and TPOT is that of max_num_seqs):
    observe), with more the range of the repeats (what crossover.json's `uncertain` reads). A bootstrap sees only
    request-to-request noise, so a bracketing load gets a second repeat, and a third while its median lies within
    DRIFT_Z run-to-run drifts (pooled over the repeated loads) of the floor.
-4. `budget_minutes` caps the wall time: a step that would pass it is not started, and the report says what is
-   left undecided.
+4. `budget_minutes` caps the wall time the sweep spends measuring, whatever the mode (variants one after the
+   other or at once): a run that would pass it (estimated from the nearest measured load) is not started, and the
+   report says what is left undecided.
 The crossover is then computed from the sweep file as for the full grid (bench/sweep/analysis.py crossovers), so
 crossover.json keeps its schema; a grid load that was not measured is absent from its `grid`.
 """
@@ -28,11 +29,14 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from bench.curve import value_at
 from bench.prompts import TestCase
+from bench.results import BenchResults
 from bench.runner import Endpoint, RunOptions
 from bench.sweep.analysis import Observation, first_below, repeat_observations, straddles
 from bench.sweep.run import (
@@ -49,6 +53,7 @@ from bench.sweep.run import (
 )
 
 Series = tuple[str, str]  # (speculative variant, prompt kind)
+KINDS: tuple[LoadKind, ...] = ("concurrency", "rate")  # in this order: the rate grid may derive from concurrency
 COARSE_STEP = 2  # grid loads per coarse step: x4 on the doubling concurrency grid
 DRIFT_Z = 2.0  # a median within this many run-to-run drifts of the floor is repeated
 # The 5% quantiles of the chi-square distribution for 1..10 degrees of freedom (NIST/SEMATECH e-Handbook of
@@ -290,7 +295,7 @@ class Planner:
 
 
 def _estimate_s(planner: Planner, value: float) -> float:
-    """Seconds of one more run at `value`: the nearest measured load's seconds per unit of load scaled up
+    """Wall seconds of one more run at `value`: the nearest measured load's seconds per unit of load scaled up
     (requests grow with concurrency), never less than that load's time."""
     if not planner.measured:
         return 0.0
@@ -299,15 +304,137 @@ def _estimate_s(planner: Planner, value: float) -> float:
     return seconds * max(1.0, value / nearest)
 
 
-def _measurement(run: PointRun) -> Measurement:
+def wall_seconds(results: BenchResults) -> float:
+    """The wall seconds a run in the sweep file took, from its first case run's start to its last one's end, so
+    variants that ran at once (--mode simultaneous) count once: what a resumed sweep counts for a run it reuses."""
+    if not results.runs:
+        return 0.0
+    start = min(r.started_at for r in results.runs)
+    end = max(r.started_at + timedelta(seconds=r.duration_s) for r in results.runs)
+    return (end - start).total_seconds()
+
+
+def _measurement(run: PointRun, seconds: float) -> Measurement:
     runs = run.results.runs
     devices = [v.devices for v in run.results.variants]
     return Measurement(
         observations=repeat_observations(run),
         requests=sum(len(r.records) for r in runs),
-        seconds=sum(r.duration_s for r in runs),
+        seconds=seconds,
         devices=sum(d for d in devices if d) if all(devices) else None,
     )
+
+
+def _above_max_num_seqs(kind: LoadKind, values: list[float], mns: int | None) -> list[PointDecision]:
+    return [
+        PointDecision(
+            point=LoadPoint(kind=kind, value=v),
+            status="skipped",
+            reason=f"not measured: above max_num_seqs {mns}, the batch is full and TPOT is that of {mns}",
+            repeats=0,
+            requests=0,
+            minutes=0.0,
+            device_minutes=None,
+        )
+        for v in values
+    ]
+
+
+@dataclass
+class AdaptiveSweep:
+    """One adaptive sweep under way: the concurrency loads, then the rate loads (derived from the concurrency
+    points when not given), each through a Planner. Its state is its fields: the sweep file's content, the
+    decisions of the load kinds done and what the budget left undecided, and the wall seconds spent measuring.
+
+    The budget is wall time whatever the mode: a run made now counts what `clock` (monotonic; the tests inject
+    one) says it took, so variants run at once (--mode simultaneous) count once; a run reused from the sweep file
+    (--resume) counts its span in the file (wall_seconds)."""
+
+    sweep: SweepResults
+    floor: float
+    run_point: Callable[[LoadPoint], Awaitable[BenchResults]]
+    log: Callable[[str], None]
+    on_point: Callable[[SweepResults], None]
+    clock: Callable[[], float] = time.monotonic
+    decisions: list[PointDecision] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+    spent_s: float = 0.0
+    exhausted: bool = False
+
+    async def run(self) -> SweepResults:
+        for kind in KINDS:
+            await self.sweep_kind(kind)
+            if self.exhausted:
+                if kind == "concurrency":
+                    self.undecided.append("the rate loads: not started (budget)")
+                break
+        self.publish([])
+        return self.sweep
+
+    async def sweep_kind(self, kind: LoadKind) -> None:
+        """Every load of one kind the Planner asks for, until it is done or the next run would pass the budget."""
+        mns = self.sweep.settings.max_num_seqs
+        values = self.grid(kind)
+        beyond = [v for v in values if kind == "concurrency" and mns is not None and v > mns]
+        within = [v for v in values if v not in beyond]
+        if not within:
+            return
+        planner = Planner(within, self.floor, self.sweep.settings.repeats)
+        while (action := planner.next()) is not None and not self.over_budget(planner, action):
+            planner.record(action, await self.measure(LoadPoint(kind=kind, value=action.value), action))
+            self.publish(planner.decisions(kind, undecided=False))
+        self.undecided.extend(planner.left_open() if self.exhausted else [])
+        self.decisions.extend(planner.decisions(kind, undecided=self.exhausted))
+        self.decisions.extend(_above_max_num_seqs(kind, beyond, mns))
+
+    def grid(self, kind: LoadKind) -> list[float]:
+        settings = self.sweep.settings
+        if kind == "concurrency":
+            return [float(c) for c in settings.concurrencies]
+        if settings.rates is not None:
+            return list(settings.rates)
+        values = derived_rates(self.sweep)
+        if values:
+            self.log(f"rate grid (from the baseline's throughput at the highest concurrency measured): {values}")
+        return values
+
+    def over_budget(self, planner: Planner, action: Action) -> bool:
+        """Whether the run `action` asks for would take the sweep past its budget (_estimate_s): then it is not
+        started, and the sweep is exhausted."""
+        budget = self.sweep.settings.budget_minutes
+        if budget is None or self.spent_s + _estimate_s(planner, action.value) <= budget * 60:
+            return False
+        self.exhausted = True
+        self.log(f"budget of {budget:g} min reached before {action.reason}")
+        return True
+
+    async def measure(self, point: LoadPoint, action: Action) -> Measurement:
+        """The (point, repeat) `action` asks for: from the sweep file when it is there (--resume), else run now
+        and timed by the clock."""
+        run = next((p for p in self.sweep.points if p.point == point and p.repeat == action.repeat), None)
+        if run is not None:
+            seconds = wall_seconds(run.results)
+        else:
+            self.log(f"[{point.label} #{action.repeat + 1}] {action.reason}")
+            start = self.clock()
+            results = await self.run_point(point)
+            seconds = self.clock() - start
+            self.log(f"[{point.label} #{action.repeat + 1}] {seconds:.1f} s wall")
+            run = PointRun(point=point, repeat=action.repeat, results=results)
+            self.sweep.points.append(run)
+        self.spent_s += seconds
+        return _measurement(run, seconds)
+
+    def publish(self, kind_decisions: list[PointDecision]) -> None:
+        """The decisions so far into the sweep file's content, and on to `on_point` (which saves it)."""
+        self.sweep.adaptive = AdaptiveLog(
+            decisions=self.decisions + kind_decisions,
+            budget_minutes=self.sweep.settings.budget_minutes,
+            minutes=self.spent_s / 60,
+            budget_exhausted=self.exhausted,
+            undecided=list(self.undecided),
+        )
+        self.on_point(self.sweep)
 
 
 async def run_adaptive_sweep(
@@ -319,76 +446,14 @@ async def run_adaptive_sweep(
     options: RunOptions | None = None,
     resume: SweepResults | None = None,
     on_point: Callable[[SweepResults], None] = lambda _: None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> SweepResults:
-    """The concurrency loads, then the rate loads (derived from the concurrency points when not given), each
-    through a Planner. `resume`: runs already in the file are reused, so the same decisions follow."""
-    sweep = start_sweep(settings, resume)
-    options = options or RunOptions()
-    log = options.log
-    budget_s = settings.budget_minutes * 60 if settings.budget_minutes else None
-    decisions: list[PointDecision] = []
-    left: list[str] = []
-    spent = 0.0
-    exhausted = False
-    mns = settings.max_num_seqs
+    """The AdaptiveSweep of `settings` on `endpoints`. `resume`: runs already in the file are reused, so the same
+    decisions follow."""
+    run_options = options or RunOptions()
 
-    def publish(extra: list[PointDecision], kind_left: list[str]) -> None:
-        sweep.adaptive = AdaptiveLog(
-            decisions=decisions + extra,
-            budget_minutes=settings.budget_minutes,
-            minutes=spent / 60,
-            budget_exhausted=exhausted,
-            undecided=left + kind_left,
-        )
-        on_point(sweep)
+    async def one_run(point: LoadPoint) -> BenchResults:
+        return (await run_point(endpoints, cases, settings, point, run_options))[0]
 
-    for kind in ("concurrency", "rate"):
-        if kind == "concurrency":
-            values = [float(c) for c in settings.concurrencies]
-        else:
-            values = list(settings.rates if settings.rates is not None else derived_rates(sweep))
-            if settings.rates is None and values:
-                log(f"rate grid (from the baseline's throughput at the highest concurrency measured): {values}")
-        beyond = [v for v in values if kind == "concurrency" and mns is not None and v > mns]
-        within = [v for v in values if v not in beyond]
-        if not within:
-            continue
-        planner = Planner(within, floor, settings.repeats)
-        while (action := planner.next()) is not None:
-            if budget_s is not None and spent + _estimate_s(planner, action.value) > budget_s:
-                exhausted = True
-                log(f"budget of {settings.budget_minutes:g} min reached before {action.reason}")
-                break
-            point = LoadPoint(kind=kind, value=action.value)
-            run = next((p for p in sweep.points if p.point == point and p.repeat == action.repeat), None)
-            if run is None:
-                log(f"[{point.label} #{action.repeat + 1}] {action.reason}")
-                results, wall, _ = await run_point(endpoints, cases, settings, point, options)
-                log(f"[{point.label} #{action.repeat + 1}] {wall:.1f} s wall")
-                run = PointRun(point=point, repeat=action.repeat, results=results)
-                sweep.points.append(run)
-            measurement = _measurement(run)
-            spent += measurement.seconds
-            planner.record(action, measurement)
-            publish(planner.decisions(kind, undecided=False), [])
-        kind_left = planner.left_open() if exhausted else []
-        decisions.extend(planner.decisions(kind, undecided=exhausted))
-        decisions.extend(
-            PointDecision(
-                point=LoadPoint(kind=kind, value=v),
-                status="skipped",
-                reason=f"not measured: above max_num_seqs {mns}, the batch is full and TPOT is that of {mns}",
-                repeats=0,
-                requests=0,
-                minutes=0.0,
-                device_minutes=None,
-            )
-            for v in beyond
-        )
-        left.extend(kind_left)
-        if exhausted:
-            if kind == "concurrency":
-                left.append("the rate loads: not started (budget)")
-            break
-    publish([], [])
-    return sweep
+    sweep = AdaptiveSweep(start_sweep(settings, resume), floor, one_run, run_options.log, on_point, clock)
+    return await sweep.run()

@@ -6,8 +6,9 @@ of it to show queueing) and a Poisson rate sweep answer "up to what load", with 
 the crossover where the TPOT speedup falls below the floor (bench/sweep/analysis.py).
 
 Each (load point, repeat) is one `run_benchmark` call, so every variant gets the same prompts and arrival
-schedule at that point, interleaved. The sweep file is rewritten atomically after every (point, repeat);
-`--resume` runs only the missing ones, so SIGKILL loses at most the point in flight and duplicates none.
+schedule at that point (one after the other, or at once with --mode simultaneous). The sweep file is rewritten
+atomically after every (point, repeat); `--resume` runs only the missing ones, so SIGKILL loses at most the point
+in flight and duplicates none.
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ class SweepSettings(_Model):
     grid: Grid = Field(
         default="full", description="full: every point `repeats` times; adaptive: bench/sweep/adaptive.py decides."
     )
-    budget_minutes: float | None = Field(default=None, gt=0, description="adaptive: wall-time cap of the sweep.")
+    budget_minutes: float | None = Field(
+        default=None, gt=0, description="adaptive: wall minutes the sweep may spend measuring."
+    )
 
 
 class PointRun(_Model):
@@ -196,7 +199,7 @@ async def run_point(
     point: LoadPoint,
     options: RunOptions,
 ) -> tuple[BenchResults, float, float]:
-    """One run of `point` (every variant, interleaved), its log lines indented; with the wall and client-CPU
+    """One run of `point` (every variant, in the settings' mode), its log lines indented; with the wall and client-CPU
     seconds it took, which each sweep logs its own way."""
     wall, cpu = time.perf_counter(), time.process_time()
     results = await run_benchmark(

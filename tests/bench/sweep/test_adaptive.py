@@ -8,21 +8,24 @@ two loopback stand-ins that step at the same curves (scaled down in time).
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from bench.prompts import DEFAULT_SUITE
+from bench.results import BenchResults, CaseRun, VariantInfo, summarize
 from bench.runner import Endpoint
+from bench.spec_metrics import SpecDecodeResult
 from bench.standin.selfcheck import loopback_server
 from bench.standin.server import Script
 from bench.standin.step_table import StepTable, acceptance_pattern
-from bench.sweep.adaptive import Action, Measurement, Planner, run_adaptive_sweep
+from bench.sweep.adaptive import Action, AdaptiveSweep, Measurement, Planner, run_adaptive_sweep
 from bench.sweep.analysis import Observation, Slo, crossovers
 from bench.sweep.report import CrossoverFile, write_sweep_report
-from bench.sweep.run import concurrency_grid
+from bench.sweep.run import LoadPoint, SweepResults, concurrency_grid, start_sweep
 from bench.sweep.sim import SimulatedPair, adaptive, full_grid
-from tests.bench.builders import quiet, run_settings, sweep_settings
+from tests.bench.builders import quiet, record, run_settings, sweep_settings
 from tests.bench.conftest import FIXTURES
 
 FLOOR = 1.05
@@ -185,6 +188,100 @@ def test_a_budget_stops_before_the_run_that_would_pass_it_and_says_what_is_undec
     assert planner.next() is not None
     [left] = planner.left_open()
     assert left.startswith("speculative/structured: crossover above 4 not settled (next: coarse pass")
+
+
+class FakeNode:
+    """A run of load v takes 10 v seconds of its clock (no sleeping), plus `setup_s` outside the case runs (model
+    discovery, warm-up, metric scrapes): two cases, baseline and speculative (speedup from CURVE) one after the
+    other (interleaved: four case runs of a quarter each) or each case's two at once (simultaneous: both variants'
+    durations the whole half)."""
+
+    def __init__(self, mode: str, setup_s: float = 0.0) -> None:
+        self.mode = mode
+        self.setup_s = setup_s
+        self.now = 0.0
+        self.runs = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    async def run_point(self, point: LoadPoint) -> BenchResults:
+        wall, start = 10.0 * point.value, WHEN + timedelta(seconds=self.now + self.setup_s)
+        cases = [c for c in DEFAULT_SUITE if c.kind == "structured"][:1] + [
+            c for c in DEFAULT_SUITE if c.kind == "open-ended"
+        ][:1]
+        runs = []
+        for case in cases:
+            for variant, tpot in (("baseline", 0.02), ("speculative", 0.02 / CURVE[point.value][0])):
+                records = [record(i * 0.01, 0.05, tpot) for i in range(4)]
+                seconds = wall / 4 if self.mode == "interleaved" else wall / 2
+                runs.append(
+                    CaseRun(
+                        variant=variant,
+                        test_case=case.name,
+                        kind=case.kind,
+                        started_at=start,
+                        duration_s=seconds,
+                        records=records,
+                        summary=summarize(records, duration_s=seconds, max_tokens=11),
+                        spec_decode=SpecDecodeResult(engine="none", exposed=False),
+                    )
+                )
+                start += timedelta(seconds=seconds) if self.mode == "interleaved" else timedelta()
+            start += timedelta() if self.mode == "interleaved" else timedelta(seconds=wall / 2)
+        self.now += self.setup_s + wall
+        self.runs += 1
+        variants = [VariantInfo(name=n, base_url="http://127.0.0.1:1", model="m") for n in ("baseline", "speculative")]
+        return BenchResults(created_at=WHEN, settings=RUN, variants=variants, baseline_variant="baseline", runs=runs)
+
+
+WHEN = datetime(2026, 1, 1, tzinfo=UTC)
+RUN = run_settings(requests=4, max_tokens=11)
+MODES = ["interleaved", "simultaneous"]
+
+
+def _budgeted(node: FakeNode, resume: SweepResults | None = None) -> SweepResults:
+    """CURVE's loads 1 to 32 with a budget of 150 s: load 1 (10 s), then the coarse pass's 4 (estimated 40 s, so
+    50 s in all), then not the coarse pass's 16 (estimated 160 s; twice the budget would have let it start)."""
+    run = RUN.model_copy(update={"mode": node.mode})
+    settings = sweep_settings(
+        run=run,
+        concurrencies=[1, 2, 4, 8, 16, 32],
+        rates=[],
+        repeats=3,
+        max_num_seqs=32,
+        grid="adaptive",
+        budget_minutes=2.5,
+    )
+    sweep = AdaptiveSweep(
+        start_sweep(settings, resume), FLOOR, node.run_point, lambda _: None, lambda _: None, clock=node.clock
+    )
+    return asyncio.run(sweep.run())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_budget_is_wall_time_whatever_the_mode(mode: str):
+    """What the clock says each run took, its setup included: simultaneous variants count once (a sweep that
+    summed the variants' durations would count twice the clock's time under --mode simultaneous)."""
+    node = FakeNode(mode, setup_s=2.0)
+    sweep = _budgeted(node)
+    assert sweep.adaptive is not None and sweep.adaptive.budget_exhausted
+    assert [p.point.value for p in sweep.points] == [1.0, 4.0]  # 12 s + 48 s, then 16's 192 s would pass 150 s
+    assert sweep.adaptive.minutes * 60 == pytest.approx(node.now) == pytest.approx(54.0)
+    assert sweep.adaptive.undecided[0].startswith("speculative/structured: crossover above 4 not settled")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_resumed_sweep_counts_the_runs_it_reuses_at_the_wall_time_they_took(mode: str):
+    """The clock did not see the reused runs: their span in the sweep file stands for it, so the resumed sweep
+    runs nothing more and stops where the first one did."""
+    first = _budgeted(FakeNode(mode))
+    again = FakeNode(mode)
+    resumed = _budgeted(again, resume=first)
+    assert again.runs == 0
+    assert resumed.adaptive is not None and first.adaptive is not None
+    assert resumed.adaptive.minutes == pytest.approx(first.adaptive.minutes)
+    assert resumed.adaptive.decisions == first.adaptive.decisions
 
 
 def test_budget_minutes_with_the_full_grid_is_refused_before_any_request(
