@@ -219,7 +219,7 @@ def test_every_vpc_size_the_config_accepts_holds_its_subnets_and_one_bit_less_do
     from aws_cdk import aws_ec2 as ec2
 
     from config.catalogue import smallest_vpc_prefix
-    from stacks.cluster_stack import VPC_SUBNETS
+    from stacks.constructs.network import VPC_SUBNETS
 
     def build(prefix: int, zones: int) -> None:
         stack = Stack(App(), "Net")
