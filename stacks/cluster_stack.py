@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnElement, Stack
+from aws_cdk import Stack
 from constructs import Construct
 
 from config.schema import DeploymentConfig
@@ -15,7 +15,6 @@ from stacks.constructs.managed_addons import ManagedAddons
 from stacks.constructs.managed_prometheus import ManagedPrometheus, serving_scrape_jobs
 from stacks.constructs.network import Network
 from stacks.constructs.neuron_dra_driver import NeuronDraDriver
-from stacks.constructs.part import logical_id
 from stacks.constructs.pinned_chart import SignedChartPrerequisites
 from stacks.constructs.system_node_group import SystemNodeGroup
 from stacks.constructs.trn2_node_group import Trn2NodeGroup
@@ -66,9 +65,3 @@ class ClusterStack(Stack):
             config=config,
             after=signed,
         )
-
-    def _allocate_logical_id(self, cfn_element: CfnElement) -> str:
-        """CDK's logical id without the ids of the parts (Network, EksCluster, SystemNodeGroup, ManagedAddons): each
-        resource keeps the id it had when the stack created it itself, so a deployed stack replaces nothing
-        (stacks/constructs/part.py)."""
-        return logical_id(self, cfn_element)

@@ -30,7 +30,7 @@ def kubectl_layer(scope: Construct, version: str) -> lambda_.ILayerVersion:
 
 
 class EksCluster(Part):
-    """The control plane in the VPC's private subnets, no default capacity (the node groups are parts of their own),
+    """The control plane in the VPC's private subnets, no default capacity (each node group is a construct of its own),
     and cluster admin for the principal the config names.
 
     The cluster itself is created in the stack's scope rather than this part's: aws-cdk-lib writes its construct path
