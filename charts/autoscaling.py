@@ -158,9 +158,9 @@ class AutoscalingChart(cdk8s.Chart):
 class ScraperAccess(Construct):
     """What the managed scraper needs inside the cluster: only the network path to the pods it scrapes.
 
-    No RBAC: the cluster authenticates with access entries (authentication mode API, stacks/cluster_stack.py), and
-    for that mode AMP creates the scraper's access entry and its access policy itself when the scraper is created
-    (AMP user guide, "Configuring your Amazon EKS cluster":
+    No RBAC: the cluster authenticates with access entries (authentication mode API,
+    stacks/constructs/eks_cluster.py), and for that mode AMP creates the scraper's access entry and its access policy
+    itself when the scraper is created (AMP user guide, "Configuring your Amazon EKS cluster":
     https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html). That policy is AMP's, not ours
     and not least privilege: get/list/watch on nodes, pods, services, endpoints, ingresses and configmaps in every
     namespace, /metrics, and the control plane's kcm/ksh metrics. The ClusterRole bound to `aps-collector-user` that

@@ -23,6 +23,7 @@ from config.endpoint import CAPPED_SUFFIX, SPILL_METRICS
 from config.metrics import ITL, NAMESPACE_LABEL, TEST_CASE, VARIANT
 from config.profiles import DraftSpeculation, ServingProfile
 from config.schema import DeploymentConfig
+from config.versions import GRAFANA_AMP_PLUGIN_ID
 from serving_stacks.contract import AcceptanceCounters, buckets, total
 
 # A rate over at least four samples of the managed scraper (30 s minimum interval, AMP user guide "Using an AWS
@@ -30,7 +31,7 @@ from serving_stacks.contract import AcceptanceCounters, buckets, total
 RATE_WINDOW = "2m"
 # The data sources the viewer provisions (stacks/constructs/grafana.py); panels name them by uid.
 PROMETHEUS_UID = "amp"
-PROMETHEUS_TYPE = "grafana-amazonprometheus-datasource"
+PROMETHEUS_TYPE = GRAFANA_AMP_PLUGIN_ID  # the data source type is the plugin's id
 CLOUDWATCH_UID = "cloudwatch"
 CLOUDWATCH_TYPE = "cloudwatch"
 DASHBOARD_UID = "trn-specdec-live"

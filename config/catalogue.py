@@ -77,7 +77,7 @@ IMAGE_TAG_PATTERN = re.compile(
 )
 
 
-# Each availability zone gets one public /24 and one private /20 (stacks/cluster_stack.py); CDK allocates
+# Each availability zone gets one public /24 and one private /20 (stacks/constructs/network.py); CDK allocates
 # all public subnets first, then the private ones aligned to a /20 boundary.
 PUBLIC_SUBNET_PREFIX = 24
 PRIVATE_SUBNET_PREFIX = 20

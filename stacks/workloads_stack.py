@@ -87,9 +87,11 @@ class WorkloadsStack(Stack):
             self.manifests[group] = manifest
         # DRA claims need the driver's DeviceClass; the S3 volumes need the CSI driver and Pod Identity agent.
         base = self.manifests[BASE]
-        base.node.add_dependency(cluster_stack.neuron_dra)
-        for addon in ("aws-mountpoint-s3-csi-driver", "eks-pod-identity-agent"):
-            base.node.add_dependency(cluster_stack.addons[addon])
+        base.node.add_dependency(
+            cluster_stack.neuron_dra,
+            cluster_stack.addons.mountpoint_s3_csi_driver,
+            cluster_stack.addons.pod_identity_agent,
+        )
         # ScaledObjects (KEDA's CRDs) and the metrics scraper's RBAC, after the namespace and KEDA's chart.
         self.autoscaling = eks.KubernetesManifest(
             self,

@@ -14,10 +14,22 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from config.schema import DeploymentConfig
+
 DETAIL_TYPES = ("Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning")
 
 
 class CapacityBlockNotice(Construct):
+    @classmethod
+    def if_configured(
+        cls, scope: Construct, construct_id: str, *, config: DeploymentConfig
+    ) -> CapacityBlockNotice | None:
+        """The notice for the Trainium2 group's Capacity Block, when the config names a block and an alarm topic."""
+        block, topic = config.trn2_nodes.capacity_reservation_id, config.observability.alarm_topic_arn
+        if config.trn2_nodes.capacity_type == "CAPACITY_BLOCK" and block and topic:
+            return cls(scope, construct_id, reservation_id=block, topic_arn=topic)
+        return None
+
     def __init__(self, scope: Construct, construct_id: str, *, reservation_id: str, topic_arn: str) -> None:
         super().__init__(scope, construct_id)
         message = events.RuleTargetInput.from_text(

@@ -12,7 +12,7 @@ from config import node_scaling
 from config.catalogue import NODE_ROLE_LABEL
 from config.schema import DeploymentConfig
 from config.versions import CHARTS, CLUSTER_AUTOSCALER, CLUSTER_AUTOSCALER_REPOSITORY, for_kubernetes
-from stacks.constructs.pinned_chart import ChartRelease, SignedChart
+from stacks.constructs.pinned_chart import ChartRelease, SignedChart, SignedChartPrerequisites
 from stacks.nag import acknowledge
 
 # --enable-dynamic-resource-allocation defaults to false in 1.34 (config/flags/flags.go:227 at 1.34.5) and is locked to
@@ -96,7 +96,15 @@ class ClusterAutoscaler(SignedChart):
     ceiling).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, config: DeploymentConfig) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.ICluster,
+        config: DeploymentConfig,
+        after: SignedChartPrerequisites,
+    ) -> None:
         image = for_kubernetes(config.kubernetes_version).cluster_autoscaler_image
         region = Stack.of(scope).region
         super().__init__(
@@ -122,6 +130,7 @@ class ClusterAutoscaler(SignedChart):
                 "nodeSelector": {NODE_ROLE_LABEL: "system"},
                 "extraArgs": extra_args(config),
             },
+            after=after,
         )
         acknowledge(
             self.identity.role,

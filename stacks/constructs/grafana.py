@@ -30,7 +30,7 @@ from charts.live_dashboard import (
 from config.catalogue import GRAFANA_NAMESPACE, NODE_ROLE_LABEL
 from config.schema import DeploymentConfig
 from config.versions import CHARTS, GRAFANA, GRAFANA_AMP_PLUGIN_ID, PLUGINS
-from stacks.constructs.pinned_chart import ChartRelease, SignedChart
+from stacks.constructs.pinned_chart import ChartRelease, SignedChart, SignedChartPrerequisites
 from stacks.nag import acknowledge
 
 # The chart comes from the version map (config/versions.py: grafana-community/helm-charts grafana 12.11.1, Grafana
@@ -165,9 +165,10 @@ class Grafana(SignedChart):
         construct_id: str,
         *,
         cluster: eks.ICluster,
-        config: DeploymentConfig,
-        workspace_arn: str,
         query_url: str,
+        workspace_arn: str,
+        config: DeploymentConfig,
+        after: SignedChartPrerequisites,
     ) -> None:
         region = Stack.of(scope).region
         super().__init__(
@@ -181,6 +182,7 @@ class Grafana(SignedChart):
                 cloudwatch_statement(region),
             ],
             values=grafana_values(config, query_url, region),
+            after=after,
         )
         acknowledge(
             self.identity.role,

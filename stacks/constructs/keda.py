@@ -9,7 +9,7 @@ from constructs import Construct
 
 from config.catalogue import KEDA_NAMESPACE, NODE_ROLE_LABEL
 from config.versions import CHARTS, KEDA
-from stacks.constructs.pinned_chart import ChartRelease, SignedChart
+from stacks.constructs.pinned_chart import ChartRelease, SignedChart, SignedChartPrerequisites
 
 # The pinned chart comes from the version map (config/versions.py, kedacore/charts keda 2.20.2 at cbb9bb8c). The
 # values below and the ScaledObject/TriggerAuthentication schemas the tests check against are read at that commit
@@ -31,7 +31,15 @@ class Keda(SignedChart):
     `aws`, identityOwner keda): the AWS SDK's default chain finds the EKS Pod Identity credentials.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, workspace_arn: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.ICluster,
+        workspace_arn: str,
+        after: SignedChartPrerequisites,
+    ) -> None:
         super().__init__(
             scope,
             construct_id,
@@ -43,4 +51,5 @@ class Keda(SignedChart):
                 "nodeSelector": {NODE_ROLE_LABEL: "system"},
                 "serviceAccount": {"operator": {"name": KEDA_OPERATOR_SERVICE_ACCOUNT}},
             },
+            after=after,
         )

@@ -22,10 +22,13 @@ class NeuronDraDriver(Construct):
 
     The device plugin and DRA must never run on the same node, so the chart's device plugin and its
     node problem detector are switched off (chart 1.9.0's templates refuse to render both). The chart's own affinity
-    places the driver on Trainium instance types only, and its default tolerations cover the Neuron taint.
+    places the driver on Trainium instance types only, and its default tolerations cover the Neuron taint. It installs
+    once the system nodes are there.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, system_nodes: eks.Nodegroup
+    ) -> None:
         super().__init__(scope, construct_id)
         self.values = {
             "devicePlugin": {"enabled": False},
@@ -34,4 +37,6 @@ class NeuronDraDriver(Construct):
             # The chart's default draDriver tolerations already include aws.amazon.com/neuron (Exists).
             "draDriver": {"enabled": True},
         }
-        self.chart = pinned_chart(self, cluster=cluster, release=NEURON_RELEASE, values=self.values)
+        self.chart = pinned_chart(
+            self, cluster=cluster, release=NEURON_RELEASE, values=self.values, after=[system_nodes]
+        )

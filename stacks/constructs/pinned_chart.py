@@ -34,10 +34,10 @@ def pinned_chart(
     cluster: eks.ICluster,
     release: ChartRelease,
     values: dict[str, Any],
-    after: Construct | None = None,
+    after: Sequence[Construct] = (),
 ) -> eks.HelmChart:
-    """The chart as construct "Chart" under scope, installed after `after` (a Pod Identity association, whose
-    credentials are injected only into pods created once it exists); CloudFormation waits up to 10 minutes for it."""
+    """The chart as construct "Chart" under scope, installed after everything in `after`; CloudFormation waits up to
+    10 minutes for it."""
     chart = eks.HelmChart(
         scope,
         "Chart",
@@ -52,15 +52,23 @@ def pinned_chart(
         wait=True,
         timeout=Duration.minutes(10),
     )
-    if after is not None:
-        chart.node.add_dependency(after)
+    chart.node.add_dependency(*after)
     return chart
+
+
+@dataclass(frozen=True)
+class SignedChartPrerequisites:
+    """What a signed chart installs after, besides its own Pod Identity association: the system nodes its pods are
+    scheduled on, and the Pod Identity agent add-on that hands them their role's credentials."""
+
+    system_nodes: eks.Nodegroup
+    pod_identity_agent: eks.Addon
 
 
 class SignedChart(Construct):
     """A pinned chart whose pods sign their AWS calls as the release's service account: construct "Identity" (a
     Pod Identity role allowed `statements` only, described by `role`) and construct "Chart", installed after the
-    association because Pod Identity injects credentials only into pods created once it exists."""
+    association because Pod Identity injects credentials only into pods created once it exists, and after `after`."""
 
     def __init__(
         self,
@@ -72,6 +80,7 @@ class SignedChart(Construct):
         role: str,
         statements: Sequence[iam.PolicyStatement],
         values: dict[str, Any],
+        after: SignedChartPrerequisites,
     ) -> None:
         super().__init__(scope, construct_id)
         self.identity = PodIdentityRole(
@@ -86,5 +95,9 @@ class SignedChart(Construct):
             self.identity.role.add_to_policy(statement)
         self.values = values
         self.chart = pinned_chart(
-            self, cluster=cluster, release=release, values=values, after=self.identity.association
+            self,
+            cluster=cluster,
+            release=release,
+            values=values,
+            after=[self.identity.association, after.system_nodes, after.pod_identity_agent],
         )

@@ -111,6 +111,31 @@ def test_managed_addons_include_csi_cloudwatch_and_pod_identity_once(synth):
     assert csi_values == {"node": {"tolerateAllTaints": True}}
 
 
+def test_charts_install_after_the_system_nodes_and_signed_ones_after_the_pod_identity_agent(synth):
+    """Every Helm release waits for the system node group; KEDA, the Cluster Autoscaler and Grafana sign their AWS
+    calls with Pod Identity, whose agent must run before their pods start, and the DRA driver does not."""
+    resources = synth.template("Cluster")["Resources"]
+    (system_nodes,) = [
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"]["Labels"] == {"trn-specdec/node-role": "system"}
+    ]
+    (agent,) = [
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "eks-pod-identity-agent"
+    ]
+    waits = {
+        r["Properties"]["Release"]: r.get("DependsOn", [])
+        for r in resources.values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+    }
+    assert set(waits) == {"neuron-dra", "keda", "cluster-autoscaler", "grafana"}
+    for release, depends_on in waits.items():
+        assert system_nodes in depends_on, release
+        assert (agent in depends_on) == (release != "neuron-dra"), release
+
+
 def test_every_node_group_keeps_imds_to_the_node_itself(synth, variant_synth):
     """Hop limit 1: a pod on the pod network cannot fetch an IMDSv2 token, so not the node role either."""
     for s in (synth, variant_synth):
@@ -219,7 +244,7 @@ def test_every_vpc_size_the_config_accepts_holds_its_subnets_and_one_bit_less_do
     from aws_cdk import aws_ec2 as ec2
 
     from config.catalogue import smallest_vpc_prefix
-    from stacks.cluster_stack import VPC_SUBNETS
+    from stacks.constructs.network import VPC_SUBNETS
 
     def build(prefix: int, zones: int) -> None:
         stack = Stack(App(), "Net")
