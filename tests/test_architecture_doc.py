@@ -54,10 +54,10 @@ def test_the_newcomers_tour_names_every_top_level_folder() -> None:
 DIAGRAM_WORDS: dict[str, dict[str, tuple[str, ...]]] = {
     "Models": {"bucket": ("Models",)},
     "Cluster": {
-        "VPC": ("Vpc", "FlowLogGroup", "S3Endpoint"),
-        "EKS": ("Cluster", "SecretsKey"),
-        "node groups": ("SystemNodesLaunchTemplate", "Trn2Nodes"),
-        "add-ons": ("Addon-*", "CloudWatchAgentIdentity"),
+        "VPC": ("Vpc", "Network"),
+        "EKS": ("Cluster", "EksCluster"),
+        "node groups": ("SystemNodes", "Trn2Nodes"),
+        "add-ons": ("Addons",),
         "Neuron DRA": ("NeuronDra",),
         "Cluster Autoscaler": ("ClusterAutoscaler",),
         "KEDA": ("Keda",),
