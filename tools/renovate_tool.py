@@ -21,10 +21,9 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from tools.tool_cache import MARKER_NAME, install_once, marked
+from tools.tool_cache import InstallError, install_for_make, install_once, marked
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "tools" / "renovate"  # package.json and package-lock.json: Renovate's npm manager updates both
@@ -32,10 +31,6 @@ PACKAGE = "renovate"
 CACHE = ROOT / ".cache" / "tools" / "renovate"
 # written last, holding the lock's sha256: the tree is whole and of this very lock
 CONFIG = ROOT / "renovate.json"
-
-
-class InstallError(Exception):
-    """Installing the pinned validator failed; the message says why and what to run."""
 
 
 def version(source: Path = SOURCE) -> str:
@@ -94,19 +89,14 @@ def validate(config: Path = CONFIG, cache: Path = CACHE) -> subprocess.Completed
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    began = time.monotonic()
-    was_installed = installed()
-    try:
-        found = ensure()
-    except InstallError as e:
-        print(f"error: {e}", file=sys.stderr)
+    done = install_for_make(CACHE, installed, ensure)
+    if done is None:
         return 1
-    (CACHE / MARKER_NAME).touch()  # newer than its prerequisites, so make does not run it again
+    found, what = done
     if args == ["validate"]:
-        done = validate()
-        print(done.stdout + done.stderr, end="")
-        return done.returncode
-    what = "already installed" if was_installed else f"installed in {time.monotonic() - began:.1f} s"
+        ran = validate()
+        print(ran.stdout + ran.stderr, end="")
+        return ran.returncode
     print(f"{PACKAGE} {version()} ({what}): {found.relative_to(ROOT)}")
     return 0
 

@@ -7,11 +7,19 @@ from __future__ import annotations
 
 import fcntl
 import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 MARKER_NAME = ".installed"
+T = TypeVar("T")
+
+
+class InstallError(Exception):
+    """Installing a pinned tool failed; the message says why and what to run."""
 
 
 def marked(cache: Path, marker: str) -> bool:
@@ -37,3 +45,17 @@ def install_once(cache: Path, marker: str, installed: Callable[[], bool], fill: 
             (tree / MARKER_NAME).write_text(marker)
             shutil.rmtree(cache, ignore_errors=True)
             tree.rename(cache)
+
+
+def install_for_make(cache: Path, installed: Callable[[], bool], ensure: Callable[[], T]) -> tuple[T, str] | None:
+    """make's step for a tool: install it once or find it, touch its marker (newer than the step's prerequisites, so
+    make does not run the step again) and say which of the two it was; None once the reason it failed is printed."""
+    began = time.monotonic()
+    was_installed = installed()
+    try:
+        found = ensure()
+    except InstallError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+    (cache / MARKER_NAME).touch()
+    return found, "already installed" if was_installed else f"installed in {time.monotonic() - began:.1f} s"

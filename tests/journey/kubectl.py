@@ -8,6 +8,7 @@ and forwards each connection to the Service (prints kubectl's "Forwarding from" 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -45,7 +46,8 @@ def follow(argv: list[str]) -> int:
         time.sleep(0.5)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy one direction of a TCP connection until it closes (also kube-proxy's, tests/journey/network.py)."""
     try:
         while data := await reader.read(65536):
             writer.write(data)
@@ -53,7 +55,8 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
     except (ConnectionError, OSError):
         pass
     finally:
-        writer.close()
+        with contextlib.suppress(Exception):
+            writer.close()
 
 
 def port_forward(argv: list[str]) -> int:
@@ -68,7 +71,7 @@ def port_forward(argv: list[str]) -> int:
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(upstream["host"], upstream["port"])
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
     async def serve() -> None:
         server = await asyncio.start_server(handle, "127.0.0.1", int(local))

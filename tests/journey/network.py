@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tests.journey.kubectl import pipe
 from tests.router_harness import LoopbackDns
 
 Endpoints = Callable[[], list[tuple[str, int]]]  # the Ready (pod address, port) pairs behind one Service port
@@ -76,7 +77,7 @@ class KubeProxy:
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
     def close(self) -> None:
         async def stop() -> None:
@@ -87,18 +88,6 @@ class KubeProxy:
             asyncio.run_coroutine_threadsafe(stop(), self.loop).result(5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        with contextlib.suppress(Exception):
-            writer.close()
 
 
 class ClusterDns(LoopbackDns):

@@ -10,7 +10,8 @@ import pytest
 
 from tests.conftest import ROOT
 from tools import prometheus_tool
-from tools.prometheus_tool import CACHE, MARKER_NAME, UPSTREAM_VERSION, VERSION, InstallError, ensure
+from tools.prometheus_tool import CACHE, UPSTREAM_VERSION, VERSION, InstallError, ensure
+from tools.tool_cache import MARKER_NAME
 
 
 def makefile_variable(name: str) -> str:

@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import ROOT
 from tools import renovate_tool
-from tools.renovate_tool import CACHE, CONFIG, MARKER_NAME, SOURCE, InstallError, ensure, installed, validate, version
+from tools.renovate_tool import CACHE, CONFIG, SOURCE, InstallError, ensure, installed, validate, version
+from tools.tool_cache import MARKER_NAME
 
 
 def makefile_variable(name: str) -> str:
