@@ -1,14 +1,17 @@
-"""Shared fixtures: the app is synthesized once per test session (2-core machines), S3/EC2 on loopback."""
+"""Shared fixtures: the app is synthesized once per test session (2-core machines) and its cloud assembly reused
+across runs while no input changed (synthesize), S3/EC2 on loopback."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 import functools
+import io
 import json
 import os
 import re
 import socket
+import tarfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,7 +211,8 @@ class Synth:
         ]
 
 
-def synthesize(config: DeploymentConfig, outdir: Path) -> Synth:
+def synthesize_cold(config: DeploymentConfig, outdir: Path) -> Synth:
+    """The app synthesized now, with cdk-nag, into `outdir`; the construct tree's dependencies written beside."""
     from aws_cdk import App, Validations
     from cdk_nag import AwsSolutionsChecks
 
@@ -226,15 +230,102 @@ def synthesize(config: DeploymentConfig, outdir: Path) -> Synth:
     return Synth(config=config, outdir=outdir, templates=templates, validation_report=report, constructs=constructs)
 
 
-def cfn_lint_errors(*outdirs: Path) -> list[dict[str, Any]]:
+def read_synth(config: DeploymentConfig, outdir: Path) -> Synth:
+    """A cloud assembly synthesize_cold wrote, read back from its files."""
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    templates = {
+        artifact["properties"].get("stackName", name): json.loads(
+            (outdir / artifact["properties"]["templateFile"]).read_text()
+        )
+        for name, artifact in manifest["artifacts"].items()
+        if artifact["type"] == "aws:cloudformation:stack"
+    }
+    report = json.loads((outdir / "validation-report.json").read_text())
+    constructs = Constructs(**json.loads((outdir / CONSTRUCT_DEPENDENCIES).read_text()))
+    return Synth(config=config, outdir=outdir, templates=templates, validation_report=report, constructs=constructs)
+
+
+SYNTH_CACHE_KIND = "cloud-assembly"
+
+
+def synth_key(config: DeploymentConfig) -> str | None:
+    """What a synth depends on: the config (as validated, crossover file folded in) and every input of the app
+    (result_cache.app_inputs_key: the repository's files but tests, docs and perf, this module among them, the
+    installed packages, Node.js, CDK's environment variables). None: not reusable (no git)."""
+    from tests import result_cache
+
+    inputs = result_cache.app_inputs_key()
+    return None if inputs is None else result_cache.key(SYNTH_CACHE_KIND, config.model_dump_json(), inputs)
+
+
+def _pack(outdir: Path) -> bytes:
+    """The cloud assembly without its asset.* files (content-addressed: the templates name their hashes; no test
+    reads them, and they are 58 MB of bundled Lambda layers)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path in sorted(outdir.iterdir()):
+            if not path.name.startswith("asset."):
+                tar.add(path, arcname=path.name)
+    return buffer.getvalue()
+
+
+def synthesize(config: DeploymentConfig, outdir: Path, *, reuse: bool = True) -> Synth:
+    """The app synthesized into `outdir`, or, with `reuse`, the cloud assembly an earlier run synthesized from
+    exactly these inputs (synth_key; tests/result_cache.py, switched off by TRN_SPECDEC_TEST_CACHE=0), unpacked
+    there. Either way the Synth is read back from the files, so a reused one is read as a fresh one is."""
+    from tests import result_cache
+
+    entry_key = synth_key(config) if reuse else None
+    packed = result_cache.load(SYNTH_CACHE_KIND, entry_key) if entry_key else None
+    if packed is not None:
+        outdir.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(packed)) as tar:
+            tar.extractall(outdir, filter="data")
+        return read_synth(config, outdir)
+    fresh = synthesize_cold(config, outdir)
+    read = read_synth(config, outdir)
+    assert read == fresh, "the cloud assembly's files do not read back as the synthesized app: fix read_synth"
+    if entry_key:
+        result_cache.store(SYNTH_CACHE_KIND, entry_key, _pack(outdir))
+    return read
+
+
+def cfn_lint_errors(*outdirs: Path, reuse: bool = True) -> list[dict[str, Any]]:
     """cfn-lint's error-level findings for every template of these cloud assemblies; us-east-2 only, because
-    other regions' schemas reject trn2.48xlarge (E3628). In-process: cfn-lint's start-up is paid once per
-    session, not once per call (0.6 s of CPU with the venv's bytecode compiled by `make setup`, 2.2 s without)."""
+    other regions' schemas reject trn2.48xlarge (E3628). With `reuse`, the findings of exactly these templates from
+    an earlier run are reused (key: every template's folder position, name and bytes, this module, and the installed
+    packages, which hold cfn-lint's version and its rules)."""
+    from tests import result_cache
+
+    files = sorted((p for d in outdirs for p in d.glob("*.template.json")), key=str)
+    assert len(files) >= 4 * len(outdirs), f"missing templates in {outdirs}"
+    # A finding names its file by the position of its folder among `outdirs` in the cache, by its path here.
+    relative = {str(p): f"{outdirs.index(p.parent)}/{p.name}" for p in files}
+    here = {name: path for path, name in relative.items()}
+    entry_key = result_cache.key(
+        CFN_LINT_CACHE_KIND,
+        result_cache.environment_key(),
+        Path(__file__).read_bytes(),  # this module: what cfn-lint is asked and which findings count
+        *(part for p in files for part in (relative[str(p)], p.read_bytes())),
+    )
+    if reuse and (cached := result_cache.load(CFN_LINT_CACHE_KIND, entry_key)) is not None:
+        return [{**finding, "file": here[finding["file"]]} for finding in json.loads(cached)]
+    findings = _cfn_lint_cold(files)
+    if reuse:
+        stored = [{**finding, "file": relative[finding["file"]]} for finding in findings]
+        result_cache.store(CFN_LINT_CACHE_KIND, entry_key, json.dumps(stored).encode())
+    return findings
+
+
+CFN_LINT_CACHE_KIND = "cfn-lint"
+
+
+def _cfn_lint_cold(files: list[Path]) -> list[dict[str, Any]]:
+    """cfn-lint run now. In-process: cfn-lint's start-up is paid once per session, not once per call (0.6 s of CPU
+    with the venv's bytecode compiled by `make setup`, 2.2 s without)."""
     from cfnlint.api import ManualArgs, lint_by_config
 
-    files = sorted(str(p) for d in outdirs for p in d.glob("*.template.json"))
-    assert len(files) >= 4 * len(outdirs), f"missing templates in {outdirs}"
-    matches = lint_by_config(ManualArgs(templates=files, regions=["us-east-2"]))
+    matches = lint_by_config(ManualArgs(templates=[str(p) for p in files], regions=["us-east-2"]))
     return [
         {"rule": m.rule.id, "file": m.filename, "line": m.linenumber, "message": m.message}
         for m in matches
@@ -270,14 +361,7 @@ def synth(default_config: DeploymentConfig, tmp_path_factory: pytest.TempPathFac
             result = synthesize(default_config, outdir)
             done.touch()
             return result
-    templates = {
-        p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in outdir.glob("*.template.json")
-    }
-    report = json.loads((outdir / "validation-report.json").read_text())
-    constructs = Constructs(**json.loads((outdir / CONSTRUCT_DEPENDENCIES).read_text()))
-    return Synth(
-        config=default_config, outdir=outdir, templates=templates, validation_report=report, constructs=constructs
-    )
+    return read_synth(default_config, outdir)
 
 
 @pytest.fixture(scope="session")

@@ -9,16 +9,23 @@ gitignored: a fresh clone (CI) has no entries and computes everything. `TRN_SPEC
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
 
-from tests.conftest import ROOT
-
+ROOT = Path(__file__).resolve().parents[1]
 CACHE_DIR = ROOT / ".cache" / "tests"
 SWITCH = "TRN_SPECDEC_TEST_CACHE"
+# What the app's results cannot depend on: the tests (but the two modules that synthesize and lint), the docs, the
+# measurement scripts and CI's script. Everything else the repository holds (tracked or new, not ignored) is an input.
+NOT_APP_INPUTS = ("tests/", "docs/", "perf/", ".ci/")
+APP_INPUTS_IN_TESTS = ("tests/conftest.py", "tests/result_cache.py")
 
 
 def enabled() -> bool:
@@ -34,7 +41,7 @@ def key(*parts: str | bytes) -> str:
     return digest.hexdigest()
 
 
-def files_key(paths: Iterable[Path], root: Path = ROOT) -> str:
+def files_key(paths: Iterable[Path], root: Path) -> str:
     """The key of these files' paths (relative to `root`, the repository) and contents, in a stable order."""
     files = sorted(p for p in paths if p.is_file())
     return key(*(part for p in files for part in (str(p.relative_to(root)), p.read_bytes())))
@@ -66,3 +73,43 @@ def store(kind: str, entry_key: str, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def app_input_files(root: Path) -> list[Path] | None:
+    """Every file that can change a synthesized app or its lint: the repository's files, tracked or new but not
+    ignored (`git ls-files`: a module another change adds is an input before it is committed), minus
+    NOT_APP_INPUTS, plus APP_INPUTS_IN_TESTS. Derived, not listed: a new package or data file is covered as it
+    appears. None without git: then nothing is reused."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    names = {n for n in listed.split("\0") if n}
+    kept = {n for n in names if not n.startswith(NOT_APP_INPUTS)} | (names & set(APP_INPUTS_IN_TESTS))
+    return [root / n for n in sorted(kept)]
+
+
+@functools.cache
+def environment_key() -> str:
+    """The interpreter, every installed distribution and its version (the lock as installed, not as written), the
+    Node.js that jsii runs, and the CDK_/JSII_ variables CDK reads."""
+    distributions = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions())
+    try:
+        node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False).stdout
+    except OSError:
+        node = "no node"
+    variables = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(("CDK_", "JSII_")))
+    return key(sys.version, *distributions, node, *variables)
+
+
+@functools.cache
+def app_inputs_key() -> str | None:
+    """The key of every input of the app (app_input_files) and its environment, once per process (nothing edits
+    the repository during a test run); None without git."""
+    files = app_input_files(ROOT)
+    return None if files is None else key(files_key(files, ROOT), environment_key())

@@ -25,6 +25,12 @@ def test_the_shards_cover_the_whole_suite_once_and_timing_tests_run_alone():
     assert sorted(p for s in concurrent[1:] for p in s.args if p.startswith("tests/")) == sorted(own)
     assert all(s.args[-3:] == ["-m", "not timing", "-x"] for s in concurrent)
     assert timing.args == [*TIMING_PATHS, "-m", "timing", "-x"]
+    for shard in concurrent:  # a path inside another shard's folder (a file of tests/ops) runs in its own shard only
+        mine = [a for a in shard.args if a.startswith("tests")]
+        for other in own:
+            if other not in mine and any(other.startswith(folder + "/") for folder in mine):
+                assert f"--ignore={other}" in shard.args, (shard.name, other)
+    assert any(other.startswith(f"{folder}/") for other in own for folder in own), "no nested path: test it again"
 
 
 def test_every_timing_marked_test_is_where_the_timing_phase_collects():
