@@ -32,10 +32,9 @@ from datetime import UTC, datetime
 from types import TracebackType
 
 from charts.autoscaling import scaled_object_name
-from charts.vllm_service import selector
 from config import DeploymentConfig, ServingProfile
 from config.exit_codes import CommandError
-from config.labels import PAUSED_BY
+from config.labels import PAUSED_BY, vllm_selector
 from model_build.errors import build_command
 from ops.interrupts import deferred
 from ops.kubectl import kubectl
@@ -132,7 +131,7 @@ class OutOfService:
         self.name = profile.name
         self.namespace = config.namespace
         self.operation = operation
-        self.selector = ",".join(f"{k}={v}" for k, v in sorted(selector(profile).items()))
+        self.selector = ",".join(f"{k}={v}" for k, v in sorted(vllm_selector(profile.name).items()))
         self.poll_s = poll_s
         self.timeout_s = timeout_s
         self.restored = False
