@@ -43,7 +43,7 @@ from ops.run_benchmark import main as bench_main
 from ops.stage_checkpoints import main as stage_main
 from ops.stage_checkpoints import run_stage
 from tests.bench.builders import run_settings, sweep_settings
-from tests.conftest import MOTO_ACCOUNT, default_config_dict
+from tests.conftest import MOTO_ACCOUNT
 from tests.ops.fake_cluster import models_bucket, publish_artifact_of
 from tests.silent_endpoint import silent_server
 
@@ -107,17 +107,13 @@ def test_the_bare_scale_to_zero_races_keda_in_the_fake_cluster(fake_cluster, fak
 
 
 def test_without_scaling_build_scales_the_deployment_to_zero_and_back(
-    aws_env, fake_cluster, fake_kubectl, monkeypatch, tmp_path, capsys
+    aws_env, fake_cluster, fake_kubectl, monkeypatch, unscaled_config, capsys
 ):
-    data = default_config_dict()
-    data["scaling"] = {"enabled": False}
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(data))
     models_bucket(staged=["qwen3-32b", "qwen3-1-7b"])
     fake_cluster(["baseline", "speculative"], scaled=False)
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
     monkeypatch.setenv("FAKE_JOB_NEEDS", "speculative")
-    assert run_build(str(path), "speculative", poll_s=0) == 0
+    assert run_build(str(unscaled_config), "speculative", poll_s=0) == 0
     calls = fake_kubectl()
     assert calls[0] == ["-n", "trn-specdec", "get", "deployments", "-o", "json"]
     take, give_back = (json.loads(c[6]) for c in (calls[1], calls[-1]))
