@@ -214,41 +214,60 @@ class RawStream:
             data = line[5:].strip()
             if data == b"[DONE]":
                 return chunks, final_usage
-            where = f"event on line {number} ({data[:60]!r})"
-            try:
-                event = json.loads(data)
-            except ValueError:
-                raise _StreamError(f"malformed {where}: not JSON") from None
-            if not isinstance(event, dict):
-                raise _StreamError(f"malformed {where}: not a JSON object")
-            if "error" in event:
-                raise _StreamError(f"server error in stream: {json.dumps(event['error'])[:300]}")
-            usage, choices = event.get("usage"), event.get("choices") or []
-            if usage is not None and not isinstance(usage, dict):
-                raise _StreamError(f"malformed {where}: usage is not an object")
-            if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
-                raise _StreamError(f"malformed {where}: choices is not a list of objects")
-            if usage:
-                final_usage = usage
+            usage, choices = _event(number, data)
+            final_usage = usage or final_usage
             if not choices:
                 continue
             delta = None
-            cumulative = usage.get("completion_tokens") if usage else None
+            cumulative = _cumulative_tokens(number, data, usage)
             if cumulative is not None:
-                if not isinstance(cumulative, int):
-                    raise _StreamError(f"malformed {where}: usage.completion_tokens is not an integer")
                 delta, last_cumulative = cumulative - last_cumulative, cumulative
-            try:
-                text = _choice_text(choices[0])
-                ids = choices[0].get("token_ids")
-                ids = None if ids is None else [int(i) for i in ids]
-            except (AttributeError, TypeError, ValueError):
-                raise _StreamError(f"malformed {where}: choices[0] has no text, delta or integer token_ids") from None
+            text, ids = _first_choice(number, data, choices)
             if text or ids or (delta or 0) > 0:
                 chunks.append(_Chunk(self.arrival(end), text, ids, delta))
         raise _StreamError(
             f"stream ended without `data: [DONE]` after {len(chunks)} token chunk(s): the server closed it early"
         )
+
+
+def _event(number: int, data: bytes) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The usage and choices of the `data:` event on line `number`, or _StreamError for one a well-behaved server
+    would not send."""
+    try:
+        event = json.loads(data)
+    except ValueError:
+        raise _malformed(number, data, "not JSON") from None
+    if not isinstance(event, dict):
+        raise _malformed(number, data, "not a JSON object")
+    if "error" in event:
+        raise _StreamError(f"server error in stream: {json.dumps(event['error'])[:300]}")
+    usage, choices = event.get("usage"), event.get("choices") or []
+    if usage is not None and not isinstance(usage, dict):
+        raise _malformed(number, data, "usage is not an object")
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise _malformed(number, data, "choices is not a list of objects")
+    return usage, choices
+
+
+def _cumulative_tokens(number: int, data: bytes, usage: dict[str, Any] | None) -> int | None:
+    """The event's cumulative `usage.completion_tokens` (continuous usage stats), None when it has none."""
+    cumulative = usage.get("completion_tokens") if usage else None
+    if cumulative is not None and not isinstance(cumulative, int):
+        raise _malformed(number, data, "usage.completion_tokens is not an integer")
+    return cumulative
+
+
+def _first_choice(number: int, data: bytes, choices: list[dict[str, Any]]) -> tuple[str, list[int] | None]:
+    """The text and token ids of the event's first choice."""
+    try:
+        ids = choices[0].get("token_ids")
+        return _choice_text(choices[0]), None if ids is None else [int(i) for i in ids]
+    except (AttributeError, TypeError, ValueError):
+        raise _malformed(number, data, "choices[0] has no text, delta or integer token_ids") from None
+
+
+def _malformed(number: int, data: bytes, why: str) -> _StreamError:
+    return _StreamError(f"malformed event on line {number} ({data[:60]!r}): {why}")
 
 
 class _StreamError(Exception):

@@ -30,23 +30,26 @@ RUNNING_TRIGGER = "requests-running"
 WARM_TRIGGER = "warm"
 
 
-def selector(namespace: str, profile: str) -> str:
+def series_selector(namespace: str, profile: str) -> str:
+    """The label matchers of one profile's vLLM series in the workspace (the labels the scrape writes), for every
+    PromQL query of them: KEDA's, the live dashboard's and the alert rules'. Its pods' Kubernetes selector is
+    config.labels.vllm_selector."""
     return f'{{{NAMESPACE_LABEL}="{namespace}",{PROFILE_LABEL}="{profile}"}}'
 
 
 def waiting_query(namespace: str, profile: ServingProfile) -> str:
     """Requests waiting summed over the profile's pods (its stack's gauge); the HPA divides by replicas (AverageValue)."""
-    return f"sum({profile.live_metrics.requests_waiting}{selector(namespace, profile.name)})"
+    return f"sum({profile.live_metrics.requests_waiting}{series_selector(namespace, profile.name)})"
 
 
 def running_query(namespace: str, profile: ServingProfile) -> str:
     """Requests in the profile's batches summed over its pods (its stack's gauge); the HPA divides by replicas."""
-    return f"sum({profile.live_metrics.requests_running}{selector(namespace, profile.name)})"
+    return f"sum({profile.live_metrics.requests_running}{series_selector(namespace, profile.name)})"
 
 
 def serving_replicas_query(namespace: str, profile: str) -> str:
     """Replicas whose /metrics answered the last scrape."""
-    return f"count(up{selector(namespace, profile)} == 1)"
+    return f"count(up{series_selector(namespace, profile)} == 1)"
 
 
 def _trigger(config: DeploymentConfig, name: str, query: str, threshold: int, query_url: str) -> dict[str, Any]:

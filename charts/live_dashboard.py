@@ -6,7 +6,7 @@ spill of each spilling arm, from Envoy's cluster stats) and one for the verdict 
 each speculative profile over the baseline, beside the last benchmark's from CloudWatch). Each profile's panels read
 its own stack's series (`ServingProfile.live_metrics`, owned by serving_stacks/contract.py LiveMetrics); a panel its
 stack cannot report is a text panel saying why. Every query selects through the labels the scraper writes and KEDA
-reads (charts/autoscaling.selector); tests/charts/test_live_dashboard.py checks that each one parses as PromQL and
+reads (charts/autoscaling.series_selector); tests/charts/test_live_dashboard.py checks that each one parses as PromQL and
 reads only series its profile's vLLM serves and the rendered scrape jobs keep. The viewer and why: docs/dashboard.md.
 
 Rendering only: nothing here runs or queries anything.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from charts.autoscaling import running_query, selector, serving_replicas_query, waiting_query
+from charts.autoscaling import running_query, series_selector, serving_replicas_query, waiting_query
 from charts.envoy_bootstrap import spill_thresholds
 from config.endpoint import CAPPED_SUFFIX, SPILL_METRICS
 from config.metrics import ITL, NAMESPACE_LABEL, TEST_CASE, VARIANT
@@ -60,7 +60,7 @@ def _rate(series: str, sel: str) -> str:
 
 def quantile_query(q: float, histogram: str, namespace: str, profile: str) -> str:
     """A quantile of a vLLM histogram (base name) over every pod of the profile (buckets summed before the quantile)."""
-    return f"histogram_quantile({q}, sum by (le) ({_rate(buckets(histogram), selector(namespace, profile))}))"
+    return f"histogram_quantile({q}, sum by (le) ({_rate(buckets(histogram), series_selector(namespace, profile))}))"
 
 
 def counts_steps(profile: ServingProfile) -> bool:
@@ -72,7 +72,7 @@ def counts_steps(profile: ServingProfile) -> bool:
 def tokens_per_second_query(namespace: str, profile: ServingProfile) -> str:
     """Output tokens per second: the stack's generation counter, or where that counts steps (counts_steps) the token
     counts of the requests that finished, which include every speculated token."""
-    m, sel = profile.live_metrics, selector(namespace, profile.name)
+    m, sel = profile.live_metrics, series_selector(namespace, profile.name)
     if counts_steps(profile):
         return f"sum({_rate(m.request_generation_tokens + '_sum', sel)})"
     return f"sum({_rate(total(m.generation_tokens), sel)})"
@@ -80,7 +80,7 @@ def tokens_per_second_query(namespace: str, profile: ServingProfile) -> str:
 
 def acceptance_query(namespace: str, profile: str, counters: AcceptanceCounters) -> str:
     """vLLM's draft acceptance rate: accepted / proposed draft tokens (what `bench` reports as the server's)."""
-    sel = selector(namespace, profile)
+    sel = series_selector(namespace, profile)
     return f"sum({_rate(total(counters.accepted_tokens), sel)}) / sum({_rate(total(counters.draft_tokens), sel)})"
 
 
@@ -88,7 +88,7 @@ def token_itl_query(namespace: str, profile: ServingProfile) -> str:
     """Token-weighted inter-token latency of the requests that finished in the window: their decode time (first to
     last token) over their tokens after the first, as bench's ITL weighs it. vLLM's ITL histogram cannot give this: it
     observes one interval per request per engine step, however many tokens the step emitted."""
-    m, sel = profile.live_metrics, selector(namespace, profile.name)
+    m, sel = profile.live_metrics, series_selector(namespace, profile.name)
     decode = f"sum({_rate(m.request_decode_time + '_sum', sel)})"
     tokens = f"sum({_rate(m.request_generation_tokens + '_sum', sel)})"
     requests = f"sum({_rate(m.request_generation_tokens + '_count', sel)})"
@@ -128,7 +128,7 @@ def spill_share_query(namespace: str, profile: str) -> str:
 
 def scale_events_query(namespace: str, profile: str) -> str:
     """Non-zero where the profile's serving replicas changed in the last window: an annotation per scale step."""
-    sel = selector(namespace, profile)
+    sel = series_selector(namespace, profile)
     return f"({serving_replicas_query(namespace, profile)} - count(up{sel} offset {RATE_WINDOW} == 1)) != 0"
 
 

@@ -29,14 +29,9 @@ def service_account_name(profile: ServingProfile) -> str:
     return f"{profile.name}-vllm"
 
 
-def selector(profile: ServingProfile) -> dict[str, str]:
-    """The Service's and Deployment's selector; VLLM_POD_LABELS is what the NetworkPolicies match on."""
-    return k8s_labels.vllm_selector(profile.name)
-
-
 def labels(profile: ServingProfile) -> dict[str, str]:
     return {
-        **selector(profile),
+        **k8s_labels.vllm_selector(profile.name),
         k8s_labels.PART_OF: k8s_labels.PROJECT,
         k8s_labels.PROFILE: profile.name,
         k8s_labels.MODEL: profile.target,
@@ -104,7 +99,7 @@ class VllmService(Construct):
                 replicas=None if config.scaling.enabled else profile.replicas,
                 # Recreate: a rolling update would need a second set of devices that the node does not have.
                 strategy=k8s.DeploymentStrategy(type="Recreate"),
-                selector=k8s.LabelSelector(match_labels=selector(profile)),
+                selector=k8s.LabelSelector(match_labels=k8s_labels.vllm_selector(profile.name)),
                 template=k8s.PodTemplateSpec(
                     # Never evicted by the Cluster Autoscaler to consolidate nodes: moving a replica costs a whole
                     # time-to-Ready; KEDA removes replicas and the autoscaler then removes the empty node
@@ -136,7 +131,7 @@ class VllmService(Construct):
             metadata=k8s.ObjectMeta(name=profile.name, labels=self.labels),
             spec=k8s.ServiceSpec(
                 type="ClusterIP",
-                selector=selector(profile),
+                selector=k8s_labels.vllm_selector(profile.name),
                 ports=[
                     k8s.ServicePort(
                         name="http", port=profile.port, target_port=k8s.IntOrString.from_string(port_name(profile))

@@ -26,6 +26,7 @@ def workload_labels(name: str) -> dict[str, str]:
 
 
 def vllm_selector(profile: str) -> dict[str, str]:
-    """The pods of one serving profile: its Deployment's and Services' selector (charts/vllm_service.py) and the
-    endpoint's headless Service of that profile's replicas (charts/endpoint.py)."""
+    """The pods of one serving profile: its Deployment's and Services' selector (charts/vllm_service.py), the
+    endpoint's headless Service of that profile's replicas (charts/endpoint.py) and the `kubectl -l` that finds them
+    (ops/out_of_service.py)."""
     return {**VLLM_POD_LABELS, INSTANCE: profile}

@@ -10,7 +10,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TextIO
@@ -255,21 +255,24 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: {DEFAULT_LOG_INTERVAL_S:.0f}); a terminal gets a progress bar",
     )
 
-    p = commands.add_parser(
+    p = _command(
+        commands,
         "plan",
+        _plan,
         help="show what a profile builds and where it goes (offline)",
         description="Print what the profile's stack builds (legacy-v0: the target and draft NxDI NeuronConfig "
         "keyword arguments and the equivalent inference_demo command; vllm-neuron: the compile cache and the "
         "vLLM arguments that shape its graphs), the artifact digest and the S3 destinations. Needs no AWS access and no "
         "Neuron host.",
     )
-    p.add_argument("profile", help="profile name from the config")
     p.add_argument("--out", help="compile output directory to show in the commands (default: /tmp/trn-specdec/...)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=_plan)
 
-    p = commands.add_parser(
+    p = _command(
+        commands,
         "stage-checkpoints",
+        _stage,
+        takes_profile=False,
         parents=[transfer],
         help="copy pinned Hugging Face checkpoints into the bucket",
         description="Download each model at its pinned revision (huggingface_hub) into --scratch, then upload it "
@@ -287,10 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--force", action="store_true", help="download and check models that are already staged (repairs them)"
     )
-    p.set_defaults(func=_stage)
 
-    p = commands.add_parser(
+    p = _command(
+        commands,
         "compile",
+        _compile,
         help="compile a profile into a local directory (its Neuron image only)",
         description="legacy-v0: build NeuronConfig (and, for fused speculation, the draft config and "
         "FusedSpecNeuronConfig) exactly as `plan` shows and compile with NxDI into --out. vllm-neuron: run the "
@@ -298,7 +302,6 @@ def build_parser() -> argparse.ArgumentParser:
         "Either way build-inputs.json is written there last. Runs only in the profile's Neuron image on a "
         f"Trainium2 node; elsewhere use `{build_command('<name>')}`.",
     )
-    p.add_argument("profile", help="profile name from the config")
     p.add_argument("--out", required=True, help="local output directory (tens of GB for Qwen3-32B)")
     p.add_argument("--target-path", help="local target checkpoint dir (default: <models-root>/checkpoints/...)")
     p.add_argument("--draft-path", help="local draft checkpoint dir (default: <models-root>/checkpoints/...)")
@@ -311,10 +314,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--port", type=int, default=DEFAULT_API_PORT, help="vllm-neuron profiles: the port of that command line"
     )
     p.add_argument("--timeout-minutes", type=int, default=360, help="vllm-neuron profiles: give up after this long")
-    p.set_defaults(func=_compile)
 
-    p = commands.add_parser(
+    p = _command(
+        commands,
         "publish",
+        _publish,
         parents=[transfer],
         help="upload a compile output to artifacts/<digest>/, manifest last",
         description="Upload every file of --from (parallel multipart, checksummed in transit, SHA-256 of each "
@@ -323,26 +327,42 @@ def build_parser() -> argparse.ArgumentParser:
         "Idempotent and resumable: objects already present with the same size and sha256 are skipped and "
         "partial uploads resume; a published manifest is never overwritten.",
     )
-    p.add_argument("profile", help="profile name from the config")
     p.add_argument("--from", dest="from_dir", required=True, help="the --out directory of compile")
-    p.set_defaults(func=_publish)
 
-    p = commands.add_parser(
+    p = _command(
+        commands,
         "verify",
+        _verify,
         parents=[transfer],
         help="check the published artifact against the profile",
         description="Check that artifacts/<digest>/manifest.json exists and matches the profile, and that every "
         "object it lists is present with its size and sha256 metadata. --deep downloads and hashes every object.",
     )
-    p.add_argument("profile", help="profile name from the config")
     p.add_argument("--deep", action="store_true", help="stream every object and compare its sha256 (slow)")
     p.add_argument(
         "--manifest-file",
         help="check this local manifest file against the profile instead of the bucket's (offline; with --deep "
         "the bucket's objects are hashed against it)",
     )
-    p.set_defaults(func=_verify)
     return parser
+
+
+def _command(
+    commands: argparse._SubParsersAction,
+    name: str,
+    func: Callable[[Context, TextIO], int],
+    *,
+    help: str,
+    description: str,
+    parents: Sequence[argparse.ArgumentParser] = (),
+    takes_profile: bool = True,
+) -> argparse.ArgumentParser:
+    """One command: what it runs, its help, and first (all but stage-checkpoints take one) the profile it acts on."""
+    p = commands.add_parser(name, parents=list(parents), help=help, description=description)
+    if takes_profile:
+        p.add_argument("profile", help="profile name from the config")
+    p.set_defaults(func=func)
+    return p
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from config.bucket_layout import BUILD_RECORD_NAME, MANIFEST_NAME, artifact_prefix, manifest_key
 from config.exit_codes import EXIT_FAILED
@@ -112,33 +113,71 @@ def publish_tree(
         return TransferStats(**{k: v - before[k] for k, v in store.totals.as_dict().items()})
 
     files: list[LocalFile] | None = None
-
     existing = read_manifest(store, key)
     existed_before = existing is not None
     if existing is None:
-        try:
-            # The upload ends by confirming every object against a fresh listing (skipped ones by the ETag of
-            # the HeadObject that matched them, written ones by the ETag S3 returned), so the manifest may follow.
-            files, _ = uploader.upload_tree(prefix, paths, guard=manifest_guard(store, key))
-        except BuildError:
-            existing = read_manifest(store, key)
-            if existing is None:
-                raise  # nothing committed: a plain failure; re-running resumes
-            # else another publisher committed meanwhile: compare with it below
-        else:
-            manifest = make_manifest(_stamped(files, store, prefix))
-            if store.put_if_absent(key, manifest.to_json().encode()):
-                return PublishResult(url, manifest, this_run(), already_published=False, wrote_manifest=True)
-            existing = read_manifest(store, key)  # lost the race to commit: compare with the winner
-        if existing is None:
-            raise BuildError(f"{store.url(key)} vanished while publishing; re-run")
+        commit = _upload_and_commit(store, prefix, uploader, paths, make_manifest)
+        if commit.ours:
+            return PublishResult(url, commit.manifest, this_run(), already_published=False, wrote_manifest=True)
+        existing, files = commit.manifest, commit.files
 
     # The prefix is committed. Never change what it serves; only restore objects it lists, byte for byte.
     if files is None:
         files = uploader.hash_files(paths)  # unchanged files come from the hash cache, unread
-    manifest = make_manifest(_entries(files))
-    if not existing.same_content(manifest):
-        diffs = "; ".join(manifest.differences(existing))
+    _hold_published(store, prefix, uploader, existing, make_manifest(_entries(files)), files, what=what, root=root)
+    return PublishResult(url, existing, this_run(), already_published=existed_before, wrote_manifest=False)
+
+
+class _Commit(NamedTuple):
+    """How a first upload ended: this run's manifest committed (`ours`), or another publisher's found in its place."""
+
+    manifest: Manifest
+    ours: bool
+    files: list[LocalFile] | None  # the files this run uploaded and hashed, None when the upload stopped
+
+
+def _upload_and_commit(
+    store: S3Store,
+    prefix: str,
+    uploader: Uploader,
+    paths: list[str],
+    make_manifest: Callable[[list[ManifestFile]], Manifest],
+) -> _Commit:
+    key = manifest_key(prefix)
+    try:
+        # The upload ends by confirming every object against a fresh listing (skipped ones by the ETag of
+        # the HeadObject that matched them, written ones by the ETag S3 returned), so the manifest may follow.
+        files, _ = uploader.upload_tree(prefix, paths, guard=manifest_guard(store, key))
+    except BuildError:
+        existing = read_manifest(store, key)
+        if existing is None:
+            raise  # nothing committed: a plain failure; re-running resumes
+        return _Commit(existing, ours=False, files=None)  # another publisher committed meanwhile
+    manifest = make_manifest(_stamped(files, store, prefix))
+    if store.put_if_absent(key, manifest.to_json().encode()):
+        return _Commit(manifest, ours=True, files=files)
+    existing = read_manifest(store, key)  # lost the race to commit: compare with the winner
+    if existing is None:
+        raise BuildError(f"{store.url(key)} vanished while publishing; re-run")
+    return _Commit(existing, ours=False, files=files)
+
+
+def _hold_published(
+    store: S3Store,
+    prefix: str,
+    uploader: Uploader,
+    existing: Manifest,
+    local: Manifest,
+    files: list[LocalFile],
+    *,
+    what: str,
+    root: Path,
+) -> None:
+    """A committed prefix against the local tree: the same content, every listed object present (restored if
+    missing) and holding the bytes it lists, and nothing else under it; else a BuildError saying what to delete."""
+    url = store.url(prefix)
+    if not existing.same_content(local):
+        diffs = "; ".join(local.differences(existing))
         raise BuildError(
             f"{url} already holds a complete {what} (manifest of {existing.created_at}) that differs from {root}: "
             f"{diffs}. Serving may be reading it, so publish never overwrites it. To replace it on purpose, "
@@ -153,8 +192,7 @@ def publish_tree(
     if damaged:
         raise BuildError(
             f"{url} is published (manifest of {existing.created_at}) but its objects are not the bytes it lists: "
-            + "; ".join(damaged[:5])
-            + (f" (and {len(damaged) - 5} more)" if len(damaged) > 5 else "")
+            + _first_five(damaged, "; ")
             + f". Publish never overwrites a published object (serving may be reading it): delete the damaged ones "
             f"(aws s3 rm {url}<file>) and publish again, which restores them from {root}; or delete the prefix "
             f"(aws s3 rm --recursive {url}) and publish again",
@@ -164,15 +202,18 @@ def publish_tree(
     if unlisted:
         raise BuildError(
             f"{url} is published (manifest of {existing.created_at}) but also holds objects its manifest does not "
-            f"list: {', '.join(unlisted[:5])}"
-            + (f" (and {len(unlisted) - 5} more)" if len(unlisted) > 5 else "")
+            f"list: {_first_five(unlisted, ', ')}"
             + ". Serving mounts the whole prefix and nothing checked them: delete them ("
             + "; ".join(f"aws s3 rm {url}{key}" for key in unlisted[:3])
             + ("; ..." if len(unlisted) > 3 else "")
             + ") and publish again",
             EXIT_FAILED,
         )
-    return PublishResult(url, existing, this_run(), already_published=existed_before, wrote_manifest=False)
+
+
+def _first_five(items: list[str], sep: str) -> str:
+    """The first five of `items` and how many more there are."""
+    return sep.join(items[:5]) + (f" (and {len(items) - 5} more)" if len(items) > 5 else "")
 
 
 def unlisted_keys(store: S3Store, prefix: str, manifest: Manifest) -> list[str]:

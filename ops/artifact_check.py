@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from cloud import aws
 from config import DeploymentConfig, ServingProfile
 from config.bucket_layout import artifact_prefix
-from config.exit_codes import EXIT_FAILED, EXIT_USAGE
+from config.exit_codes import EXIT_FAILED, EXIT_USAGE, CommandError
 from model_build.artifact import artifact_plan
-from model_build.errors import BuildError, build_command
+from model_build.errors import build_command
 from model_build.verify import verify_artifact
 
 
@@ -33,7 +33,7 @@ def check_artifact(
     config: DeploymentConfig, profile: ServingProfile, bucket: str, *, then: str | None = None
 ) -> ArtifactCheck:
     """The cheap verify of the profile's published artifact: its manifest, then each object's size, sha256 metadata
-    and what S3 computed of its bytes (ETag recorded at publish, S3's SHA-256), reading no object. A question S3 did not answer (credentials, throttling, network) is a BuildError with exit code 2,
+    and what S3 computed of its bytes (ETag recorded at publish, S3's SHA-256), reading no object. A question S3 did not answer (credentials, throttling, network) is a CommandError with exit code 2,
     never a "missing": the caller must not take serving down on an answer it did not get. `then` ends that
     sentence (default: what `make build` does next, nothing)."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -46,7 +46,7 @@ def check_artifact(
     prefix_url = store.url(artifact_prefix(plan.digest))
     try:
         report = verify_artifact(store, plan)
-    except BuildError as err:
+    except CommandError as err:
         if err.code == EXIT_FAILED:  # a manifest that is there but cannot be read: a damaged commit
             return ArtifactCheck(prefix_url, committed=True, problems=(str(err),))
         raise unanswered(profile, err, then) from None
@@ -55,13 +55,13 @@ def check_artifact(
     return ArtifactCheck(prefix_url, committed=report.manifest is not None, problems=tuple(report.problems))
 
 
-def unanswered(profile: ServingProfile, err: Exception, then: str | None = None) -> BuildError:
+def unanswered(profile: ServingProfile, err: Exception, then: str | None = None) -> CommandError:
     if then is None:
         then = (
             f"Nothing was changed: deploy/{profile.name} keeps serving. Fix the AWS credentials or network (or wait "
             f"out the throttling), then run `{build_command(profile.name)}` again"
         )
-    return BuildError(
+    return CommandError(
         f"{profile.name}: could not check its published artifact: {err}" + (f". {then}" if then else ""), EXIT_USAGE
     )
 

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 
 from charts.jobs.model_build import profile_of, render_build_job
 from config import DeploymentConfig, ServingProfile, load_config
-from config.exit_codes import EXIT_FAILED, EXIT_OK
-from model_build.errors import BuildError, build_command
+from config.exit_codes import EXIT_FAILED, EXIT_OK, CommandError
+from model_build.errors import build_command
 from ops.artifact_check import ArtifactCheck, check_artifact, unanswered
 from ops.capacity_block import too_late
 from ops.kubectl import account_id, aws_account, follow_job, run_or_print, start_job
@@ -74,7 +74,7 @@ def build_missing(config: DeploymentConfig, profile: ServingProfile, account: st
     """Take the profile out of service (ops/out_of_service.py: KEDA's pause, or a scale to 0 without scaling), run
     its build Job once its pods are gone, and give the service back whatever the Job did."""
     if refusal := too_late(config, datetime.now(UTC), f"the build of {profile.name}"):
-        raise BuildError(refusal)  # before the service is taken out: a refused build leaves it serving
+        raise CommandError(refusal)  # before the service is taken out: a refused build leaves it serving
     objects = render_build_job(config, profile.name, account)
     job = objects[0]["metadata"]["name"]
     ns = config.namespace

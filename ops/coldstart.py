@@ -181,64 +181,28 @@ def cold_start(
     notes: list[str] = []
     created = timestamp(meta["creationTimestamp"])
     assert created is not None
-    node_ready = timestamp((_condition(node, "Ready") or {}).get("lastTransitionTime")) if node else None
-    if node is None:
-        start_kind = "node gone" if pod.get("spec", {}).get("nodeName") else "not scheduled"
-    else:
-        start_kind = "new node" if node_ready and node_ready > created else "ready node"
-    start = max(created, node_ready) if node_ready else created
+    start_kind, start = _start(pod, node, created)
 
     marks: dict[str, datetime | None] = {name: None for name, _ in BOUNDARIES}
     scheduled = _condition(pod, "PodScheduled")
     if scheduled and scheduled.get("status") == "True":
         marks["scheduled"] = timestamp(scheduled.get("lastTransitionTime"))
 
-    image_bytes: int | None = None
-    mine = [e for e in events if e.get("involvedObject", {}).get("uid") == meta.get("uid")]
-    timed = sorted(((when, e) for e in mine if (when := _event_time(e)) is not None), key=lambda pair: pair[0])
-    for when, event in timed:
-        message = event.get("message", "")
-        if event.get("reason") == "Pulling" and marks["pull_start"] is None:
-            marks["pull_start"] = when
-        elif event.get("reason") == "Pulled" and image_bytes is None:
-            if "already present on machine" in message:
-                image_bytes = 0
-                marks["pull_start"] = marks["pull_start"] or when
-                marks["pull_end"] = when
-            elif marks["pull_start"] is not None:
-                marks["pull_end"] = when
-                size = _IMAGE_SIZE.search(message)
-                image_bytes = int(size["bytes"]) if size else None
+    timed = _events_of(events, meta.get("uid"))
+    marks["pull_start"], marks["pull_end"], image_bytes = _image_pull(timed)
     if not timed:
         notes.append("no events for this pod (the API keeps them about an hour): image pull is inside the next phase")
 
-    marks["init_start"] = _state_start(init)
-    init_end = init.get("state", {}).get("terminated", {})
-    marks["init_end"] = timestamp(init_end.get("finishedAt")) if init_end.get("exitCode") == 0 else None
-    copied_bytes: int | None = None
-    lines = log_lines(init_log)
-    copy = next(((t, m) for t, m in lines if _COPIED.match(m)), None)
-    if copy is not None:
-        copied_bytes = int(_COPIED.match(copy[1])["bytes"])  # type: ignore[index]
-        marks["check_end"] = next((t for t, m in lines if _CHECKED.match(m)), None)
-    else:  # nothing copied (the legacy stack reads the mount): the check is the whole init container
-        marks["check_end"] = marks["init_end"]
+    init_marks, copied_bytes = _init_check(init, init_log)
+    marks |= init_marks
 
     marks["vllm_start"] = _state_start(vllm)
     restarts = vllm.get("restartCount", 0)
     if restarts:
         notes.append(f"vllm restarted {restarts} times: the earlier runs are inside 'vLLM create'")
-    compiled_s: float | None = None
-    if marks["vllm_start"] is not None:
-        since = marks["vllm_start"] - ROUNDING
-        found = [(when, m) for when, line in log_lines(vllm_log) if when >= since and (m := _ENGINE_READY.search(line))]
-        # V1's engine line comes last and says whether it compiled; the V0 lines are the fallback.
-        engine = next(((when, m) for when, m in found if m["s"] is not None), found[0] if found else None)
-        if engine is not None:
-            marks["engine_ready"] = engine[0]
-            if engine[1]["c"] is not None and float(engine[1]["c"]) > 0:
-                compiled_s = float(engine[1]["c"])
-                notes.append(f"vLLM compiled for {compiled_s:g} s while starting: the artifact did not cover it")
+    marks["engine_ready"], compiled_s = _engine_ready(marks["vllm_start"], vllm_log)
+    if compiled_s is not None:
+        notes.append(f"vLLM compiled for {compiled_s:g} s while starting: the artifact did not cover it")
 
     outcome = _outcome(pod, init, vllm)
     ready = _condition(pod, "Ready")
@@ -259,6 +223,71 @@ def cold_start(
         notes=(*notes, *order_notes),
         node_phases=node_scale_up(pod, node, events),
     )
+
+
+def _start(pod: Mapping, node: Mapping | None, created: datetime) -> tuple[str, datetime]:
+    """How the pod's start began (ColdStart.start_kind) and when: node Ready or pod created, whichever is later."""
+    node_ready = timestamp((_condition(node, "Ready") or {}).get("lastTransitionTime")) if node else None
+    if node is None:
+        kind = "node gone" if pod.get("spec", {}).get("nodeName") else "not scheduled"
+    else:
+        kind = "new node" if node_ready and node_ready > created else "ready node"
+    return kind, max(created, node_ready) if node_ready else created
+
+
+def _events_of(events: list[Mapping], uid: str | None) -> list[tuple[datetime, Mapping]]:
+    """The events of the object with this uid that carry a time, oldest first."""
+    mine = [e for e in events if e.get("involvedObject", {}).get("uid") == uid]
+    return sorted(((when, e) for e in mine if (when := _event_time(e)) is not None), key=lambda pair: pair[0])
+
+
+def _image_pull(timed: list[tuple[datetime, Mapping]]) -> tuple[datetime | None, datetime | None, int | None]:
+    """Pull start, pull end and the image's size in bytes (0: already on the node) from the pod's events."""
+    start: datetime | None = None
+    end: datetime | None = None
+    image_bytes: int | None = None
+    for when, event in timed:
+        message = event.get("message", "")
+        if event.get("reason") == "Pulling" and start is None:
+            start = when
+        elif event.get("reason") == "Pulled" and image_bytes is None:
+            if "already present on machine" in message:
+                image_bytes = 0
+                start = start or when
+                end = when
+            elif start is not None:
+                end = when
+                size = _IMAGE_SIZE.search(message)
+                image_bytes = int(size["bytes"]) if size else None
+    return start, end, image_bytes
+
+
+def _init_check(init: Mapping, init_log: str) -> tuple[dict[str, datetime | None], int | None]:
+    """The init container's boundaries (init_start, check_end, init_end) and the bytes it copied to node disk."""
+    ended = init.get("state", {}).get("terminated", {})
+    init_end = timestamp(ended.get("finishedAt")) if ended.get("exitCode") == 0 else None
+    lines = log_lines(init_log)
+    copied = next((match for _, m in lines if (match := _COPIED.match(m))), None)
+    if copied is None:  # nothing copied (the legacy stack reads the mount): the check is the whole init container
+        check_end, copied_bytes = init_end, None
+    else:
+        check_end, copied_bytes = next((t for t, m in lines if _CHECKED.match(m)), None), int(copied["bytes"])
+    return {"init_start": _state_start(init), "check_end": check_end, "init_end": init_end}, copied_bytes
+
+
+def _engine_ready(vllm_start: datetime | None, vllm_log: str) -> tuple[datetime | None, float | None]:
+    """When vLLM's current run said its engine was built, and the seconds it compiled while starting, if it did."""
+    if vllm_start is None:
+        return None, None
+    since = vllm_start - ROUNDING
+    found = [(when, m) for when, line in log_lines(vllm_log) if when >= since and (m := _ENGINE_READY.search(line))]
+    # V1's engine line comes last and says whether it compiled; the V0 lines are the fallback.
+    engine = next(((when, m) for when, m in found if m["s"] is not None), found[0] if found else None)
+    if engine is None:
+        return None, None
+    when, line = engine
+    compiled = float(line["c"]) if line["c"] is not None and float(line["c"]) > 0 else None
+    return when, compiled
 
 
 # A replica that waited for a new node (issue 28): (boundary, the phase that ends there), in order, from the pod's

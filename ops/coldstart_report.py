@@ -21,8 +21,7 @@ from bench.results import folder_problem
 from charts.pod_security import VLLM_POD_LABELS
 from config import ConfigError, load_config
 from config.catalogue import NODE_ROLE_LABEL
-from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from model_build.errors import BuildError
+from config.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandError
 from ops.coldstart import (
     INIT_CONTAINER,
     PHASES,
@@ -146,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.config)
         starts = collect(config.namespace)
-    except (ConfigError, BuildError) as err:
+    except (ConfigError, CommandError) as err:
         print(err, file=sys.stderr)
         return EXIT_USAGE
     if not starts:
@@ -161,8 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     table, png = write_report(starts, args.out, now)
     print(f"wrote {table} and {png}")
     if args.publish:
-        from config.exit_codes import CommandError
-
         try:
             sent = publish(starts, namespace=config.observability.metrics_namespace, region=config.region, now=now)
         except CommandError as err:

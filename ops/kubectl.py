@@ -30,8 +30,7 @@ import yaml
 
 from cloud.aws import caller_account
 from config import ConfigError, DeploymentConfig
-from config.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from model_build.errors import BuildError
+from config.exit_codes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CommandError
 from ops.interrupts import unwinding
 
 KUBECONFIG_HINT = "point kubectl at the cluster first: aws eks update-kubeconfig --name {cluster} --region {region}"
@@ -89,7 +88,7 @@ def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subproc
             **own_group(),
         )
     except FileNotFoundError:
-        raise BuildError(
+        raise CommandError(
             "kubectl is not installed or not on PATH; install it (a version within one minor of the cluster's)"
         ) from None
     try:
@@ -98,7 +97,7 @@ def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subproc
         end(process)
         if not isinstance(err, subprocess.TimeoutExpired):
             raise
-        raise BuildError(
+        raise CommandError(
             f"`kubectl {' '.join(args)}` did not finish within {DEADLINE_S:g} s: the cluster's API endpoint does not "
             "answer. Check that it is reachable from here (it is private unless network.api_public_cidrs lists your "
             "address), then " + KUBECONFIG_HINT.format(cluster="<name>-eks", region="<region>")
@@ -106,7 +105,7 @@ def kubectl(*args: str, stdin: str | None = None, check: bool = True) -> subproc
     result = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     if check and result.returncode != 0:
         said = (result.stderr or result.stdout).strip().splitlines()
-        raise BuildError(
+        raise CommandError(
             f"`kubectl {' '.join(args)}` failed: {said[-1] if said else f'exit code {result.returncode}'}. If it "
             "cannot reach the cluster, " + KUBECONFIG_HINT.format(cluster="<name>-eks", region="<region>")
         )
@@ -203,7 +202,7 @@ def run_or_print(
             with unwinding():
                 return run()
         objects = render()
-    except (ConfigError, BuildError) as err:
+    except (ConfigError, CommandError) as err:
         print(err, file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as err:

@@ -32,11 +32,10 @@ from datetime import UTC, datetime
 from types import TracebackType
 
 from charts.autoscaling import scaled_object_name
-from charts.vllm_service import selector
 from config import DeploymentConfig, ServingProfile
 from config.exit_codes import CommandError
-from config.labels import PAUSED_BY
-from model_build.errors import BuildError, build_command
+from config.labels import PAUSED_BY, vllm_selector
+from model_build.errors import build_command
 from ops.interrupts import deferred
 from ops.kubectl import kubectl
 
@@ -93,7 +92,7 @@ def give_back(target: Target) -> bool:
             result = kubectl(*command, check=False)
             said = (result.stderr or result.stdout).strip().splitlines()
             failure = None if result.returncode == 0 else (said[-1] if said else f"exit code {result.returncode}")
-        except BuildError as err:  # kubectl itself is gone, or the API did not answer
+        except CommandError as err:  # kubectl itself is gone, or the API did not answer
             failure = str(err)
         if failure is None:
             what = (
@@ -132,7 +131,7 @@ class OutOfService:
         self.name = profile.name
         self.namespace = config.namespace
         self.operation = operation
-        self.selector = ",".join(f"{k}={v}" for k, v in sorted(selector(profile).items()))
+        self.selector = ",".join(f"{k}={v}" for k, v in sorted(vllm_selector(profile.name).items()))
         self.poll_s = poll_s
         self.timeout_s = timeout_s
         self.restored = False
@@ -168,7 +167,7 @@ class OutOfService:
         deadline = time.monotonic() + self.timeout_s
         while pods := self._pods():
             if time.monotonic() >= deadline:
-                raise BuildError(
+                raise CommandError(
                     f"{self.name}: its pods ({', '.join(pods)}) were still there {self.timeout_s:g} s after it was "
                     f"taken out of service; see `kubectl -n {self.namespace} describe pod {pods[0]}`, then run the "
                     "same command again"

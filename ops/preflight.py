@@ -205,32 +205,7 @@ class Preflight:
             ) from None
         name, state = t.capacity_reservation_id, block["State"]
         start, end = block.get("StartDate"), block["EndDate"]
-        problems = []
-        if state in BAD_BLOCK_STATES:
-            problems.append(f"its state is {state!r}: buy a new block and set trn2_nodes.capacity_reservation_id")
-        if block["InstanceType"] != t.instance_type:
-            problems.append(f"it holds {block['InstanceType']}, the config asks for {t.instance_type}")
-        if block["AvailabilityZone"] != t.availability_zone:
-            problems.append(
-                f"it is in {block['AvailabilityZone']}, trn2_nodes.availability_zone is {t.availability_zone}: set it "
-                "to the block's zone"
-            )
-        if t.capacity_block_instances is not None and block["TotalInstanceCount"] != t.capacity_block_instances:
-            problems.append(
-                f"it holds {block['TotalInstanceCount']} instances, trn2_nodes.capacity_block_instances is "
-                f"{t.capacity_block_instances}: set it to {block['TotalInstanceCount']}"
-            )
-        if block["TotalInstanceCount"] < t.max_size:
-            problems.append(
-                f"it holds {block['TotalInstanceCount']} instances, trn2_nodes.max_size is {t.max_size}: lower max_size"
-            )
-        if end - self.now <= timedelta(minutes=LAST_MINUTES):
-            left = "ended" if end <= self.now else f"ends in {_minutes(end - self.now)} minutes"
-            problems.append(f"it {left} ({end.isoformat()}), and EC2 reclaims its nodes from 40 minutes before the end")
-        if t.capacity_block_end is not None and t.capacity_block_end != end:
-            problems.append(
-                f"trn2_nodes.capacity_block_end is {t.capacity_block_end.isoformat()}: set it to {end.isoformat()}"
-            )
+        problems = _block_problems(self.config, block, self.now)
         if problems:
             raise Failed(f"Capacity Block {name}: " + "; ".join(problems))
         # EC2 user guide, "Capacity Blocks": payment-pending until the upfront fee is processed, then scheduled until
@@ -503,6 +478,36 @@ class Preflight:
             why = "no account to check against: fix the credentials first"
             return [identity, *(Result(name, SKIPPED, why) for name, _ in self.checks())]
         return [identity, *_run_all(self.checks(), t_end, deadline_s)]
+
+
+def _block_problems(config: DeploymentConfig, block: Mapping[str, Any], now: datetime) -> list[str]:
+    """Why a Capacity Block (as DescribeCapacityReservations returns it) cannot run the config's trn2 nodes."""
+    t, problems = config.trn2_nodes, []
+    state, end, count = block["State"], block["EndDate"], block["TotalInstanceCount"]
+    if state in BAD_BLOCK_STATES:
+        problems.append(f"its state is {state!r}: buy a new block and set trn2_nodes.capacity_reservation_id")
+    if block["InstanceType"] != t.instance_type:
+        problems.append(f"it holds {block['InstanceType']}, the config asks for {t.instance_type}")
+    if block["AvailabilityZone"] != t.availability_zone:
+        problems.append(
+            f"it is in {block['AvailabilityZone']}, trn2_nodes.availability_zone is {t.availability_zone}: set it "
+            "to the block's zone"
+        )
+    if t.capacity_block_instances is not None and count != t.capacity_block_instances:
+        problems.append(
+            f"it holds {count} instances, trn2_nodes.capacity_block_instances is {t.capacity_block_instances}: set it "
+            f"to {count}"
+        )
+    if count < t.max_size:
+        problems.append(f"it holds {count} instances, trn2_nodes.max_size is {t.max_size}: lower max_size")
+    if end - now <= timedelta(minutes=LAST_MINUTES):
+        left = "ended" if end <= now else f"ends in {_minutes(end - now)} minutes"
+        problems.append(f"it {left} ({end.isoformat()}), and EC2 reclaims its nodes from 40 minutes before the end")
+    if t.capacity_block_end is not None and t.capacity_block_end != end:
+        problems.append(
+            f"trn2_nodes.capacity_block_end is {t.capacity_block_end.isoformat()}: set it to {end.isoformat()}"
+        )
+    return problems
 
 
 def _minutes(delta: timedelta) -> int:

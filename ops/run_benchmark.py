@@ -29,8 +29,7 @@ from pathlib import Path
 from bench.__main__ import parse_args
 from charts.jobs.bench import LOSSLESS, RUN, SWEEP, BenchMode, bench_run_argv, render_bench_job
 from config import DeploymentConfig, load_config
-from config.exit_codes import EXIT_FAILED, EXIT_OK
-from model_build.errors import BuildError
+from config.exit_codes import EXIT_FAILED, EXIT_OK, CommandError
 from ops.artifact_check import published
 from ops.capacity_block import too_late
 from ops.kubectl import account_id, apply, aws_account, follow_job, run_or_print
@@ -99,10 +98,10 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
 
     config = load_config(config_path)
     if problem := bench_args_problem(config, extra_args, mode=mode):
-        raise BuildError(problem)
+        raise CommandError(problem)
     refusal = too_late(config, datetime.now(UTC), "the benchmark")
     if refusal:
-        raise BuildError(refusal)
+        raise CommandError(refusal)
     account = aws_account(config)
     give_back_left_pauses(config, published(config, config.models_bucket_name(account)))
     run_id = new_run_id(mode)
@@ -127,7 +126,7 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
         command += ["--config", config_path]
     report = [sys.executable, "-m", "bench", *command, "--out", str(local.with_suffix(""))]
     if subprocess.run(report).returncode != 0:
-        raise BuildError(
+        raise CommandError(
             f"the results are in {local}, but their report failed (above); run it again: {' '.join(report)}"
         )
     print(f"results: {local}; report: {local.with_suffix('')}/")
@@ -170,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
 def render_checked(config_path: str | None, account: str, extra_args: list[str], *, mode: BenchMode) -> list[dict]:
     config = load_config(config_path)
     if problem := bench_args_problem(config, extra_args, mode=mode):
-        raise BuildError(problem)
+        raise CommandError(problem)
     return render_bench_job(config, account, new_run_id(mode), extra_args, mode=mode)
 
 

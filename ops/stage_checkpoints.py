@@ -18,9 +18,8 @@ from charts.jobs.stage import HF_TOKEN_SECRET, render_stage_job
 from cloud import aws
 from config import DeploymentConfig, load_config
 from config.bucket_layout import checkpoint_prefix, manifest_key
-from config.exit_codes import EXIT_FAILED, EXIT_OK
+from config.exit_codes import EXIT_FAILED, EXIT_OK, CommandError
 from model_build.checkpoints import select_models
-from model_build.errors import BuildError
 from ops.artifact_check import published
 from ops.capacity_block import too_late
 from ops.kubectl import account_id, aws_account, follow_job, run_or_print, start_job
@@ -56,7 +55,7 @@ def stage_models(config: DeploymentConfig, account: str, keys: list[str], *, pol
         print(f"checkpoints of {', '.join(keys)} are staged; nothing to download")
         return EXIT_OK
     if refusal := too_late(config, datetime.now(UTC), f"staging {', '.join(missing)}"):
-        raise BuildError(refusal)
+        raise CommandError(refusal)
     objects = render_stage_job(config, missing, account)
     job = objects[0]["metadata"]["name"]
     ns = config.namespace

@@ -78,76 +78,105 @@ def sweep(
     retry_delay_s: float = 10.0,
 ) -> SweepReport:
     """Delete owned load balancers, then detached ENIs, then security groups (that order frees dependencies)."""
-    report = SweepReport()
+    run = _Sweep(owner, dry_run=dry_run, log=log, retries=retries, retry_delay_s=retry_delay_s)
+    run.load_balancers(aws.session_client(session, "elbv2"), aws.session_client(session, "elb"))
+    ec2 = aws.session_client(session, "ec2")
+    run.network_interfaces(ec2)
+    run.security_groups(ec2)
+    run.log_groups(aws.session_client(session, "logs"))
+    return run.report
 
-    def delete(kind: str, ident: str, call: Callable[[], object]) -> None:
-        if dry_run:
-            log(f"would delete {kind} {ident}")
-            report.deleted.append(f"{kind} {ident}")
+
+@dataclass
+class _Sweep:
+    """One sweep: a method per kind of resource, each recording what it deleted, could not delete or left."""
+
+    owner: Ownership
+    dry_run: bool
+    log: Callable[[str], None]
+    retries: int
+    retry_delay_s: float
+    report: SweepReport = field(default_factory=SweepReport)
+
+    def delete(self, kind: str, ident: str, call: Callable[[], object]) -> None:
+        if self.dry_run:
+            self.log(f"would delete {kind} {ident}")
+            self.report.deleted.append(f"{kind} {ident}")
             return
         try:
             call()
         except ClientError as err:
-            report.failed.append(f"{kind} {ident}: {err.response['Error'].get('Code')}")
-            log(f"could not delete {kind} {ident}: {err}")
+            self.report.failed.append(f"{kind} {ident}: {err.response['Error'].get('Code')}")
+            self.log(f"could not delete {kind} {ident}: {err}")
             return
-        report.deleted.append(f"{kind} {ident}")
-        log(f"deleted {kind} {ident}")
+        self.report.deleted.append(f"{kind} {ident}")
+        self.log(f"deleted {kind} {ident}")
 
-    elbv2 = aws.session_client(session, "elbv2")
-    for arn in _owned_elbv2(elbv2, owner):
-        delete("load balancer", arn, lambda arn=arn: elbv2.delete_load_balancer(LoadBalancerArn=arn))
-    for arn in _owned_target_groups(elbv2, owner):
-        delete("target group", arn, lambda arn=arn: elbv2.delete_target_group(TargetGroupArn=arn))
-    elb = aws.session_client(session, "elb")
-    for name in _owned_classic_elbs(elb, owner):
-        delete("classic load balancer", name, lambda name=name: elb.delete_load_balancer(LoadBalancerName=name))
+    def load_balancers(self, elbv2, elb) -> None:
+        for arn in _owned_elbv2(elbv2, self.owner):
+            self.delete("load balancer", arn, lambda arn=arn: elbv2.delete_load_balancer(LoadBalancerArn=arn))
+        for arn in _owned_target_groups(elbv2, self.owner):
+            self.delete("target group", arn, lambda arn=arn: elbv2.delete_target_group(TargetGroupArn=arn))
+        for name in _owned_classic_elbs(elb, self.owner):
+            self.delete(
+                "classic load balancer", name, lambda name=name: elb.delete_load_balancer(LoadBalancerName=name)
+            )
 
-    ec2 = aws.session_client(session, "ec2")
-    for eni in _owned(ec2.describe_network_interfaces, "NetworkInterfaces", "NetworkInterfaceId", owner):
-        if eni["Status"] != "available":
-            report.left_for_you.append(f"network interface {eni['NetworkInterfaceId']} (still {eni['Status']})")
-            continue
-        eni_id = eni["NetworkInterfaceId"]
-        delete(
-            "network interface", eni_id, lambda eni_id=eni_id: ec2.delete_network_interface(NetworkInterfaceId=eni_id)
-        )
+    def network_interfaces(self, ec2) -> None:
+        """Detached ones only: an interface still in use is left, with its status."""
+        for eni in _owned(ec2.describe_network_interfaces, "NetworkInterfaces", "NetworkInterfaceId", self.owner):
+            eni_id = eni["NetworkInterfaceId"]
+            if eni["Status"] != "available":
+                self.report.left_for_you.append(f"network interface {eni_id} (still {eni['Status']})")
+                continue
+            self.delete(
+                "network interface",
+                eni_id,
+                lambda eni_id=eni_id: ec2.delete_network_interface(NetworkInterfaceId=eni_id),
+            )
 
-    groups = [
-        g["GroupId"]
-        for g in _owned(ec2.describe_security_groups, "SecurityGroups", "GroupId", owner)
-        if g.get("GroupName") != "default"
-    ]
-    for attempt in range(retries):
-        pending = []
-        for group_id in groups:
-            try:
-                if dry_run:
-                    log(f"would delete security group {group_id}")
-                else:
-                    ec2.delete_security_group(GroupId=group_id)
-                    log(f"deleted security group {group_id}")
-                report.deleted.append(f"security group {group_id}")
-            except ClientError as err:
-                if err.response["Error"].get("Code") == "DependencyViolation" and attempt + 1 < retries:
-                    pending.append(group_id)
-                else:
-                    report.failed.append(f"security group {group_id}: {err.response['Error'].get('Code')}")
-        if not pending:
-            break
-        log(f"{len(pending)} security groups still in use (load balancers draining); retrying")
-        time.sleep(retry_delay_s)
-        groups = pending
+    def security_groups(self, ec2) -> None:
+        """Each owned group but a VPC's default; one still in use (a load balancer draining) is tried again after
+        retry_delay_s, up to `retries` rounds."""
+        groups = [
+            g["GroupId"]
+            for g in _owned(ec2.describe_security_groups, "SecurityGroups", "GroupId", self.owner)
+            if g.get("GroupName") != "default"
+        ]
+        for attempt in range(self.retries):
+            last = attempt + 1 == self.retries
+            pending = [group_id for group_id in groups if self.delete_security_group(ec2, group_id, last=last)]
+            if not pending:
+                break
+            self.log(f"{len(pending)} security groups still in use (load balancers draining); retrying")
+            time.sleep(self.retry_delay_s)
+            groups = pending
 
-    logs = aws.session_client(session, "logs")
-    for prefix in (f"/aws/eks/{owner.cluster_name}/", f"/aws/containerinsights/{owner.cluster_name}/"):
-        for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=prefix):
-            for group in page.get("logGroups", []):
-                report.left_for_you.append(
-                    f"log group {group['logGroupName']} (delete with: aws logs delete-log-group "
-                    f"--log-group-name {group['logGroupName']})"
-                )
-    return report
+    def delete_security_group(self, ec2, group_id: str, *, last: bool) -> bool:
+        """Deletes the group; True when it is still in use and worth another round (not on the `last`)."""
+        try:
+            if self.dry_run:
+                self.log(f"would delete security group {group_id}")
+            else:
+                ec2.delete_security_group(GroupId=group_id)
+                self.log(f"deleted security group {group_id}")
+            self.report.deleted.append(f"security group {group_id}")
+        except ClientError as err:
+            code = err.response["Error"].get("Code")
+            if code == "DependencyViolation" and not last:
+                return True
+            self.report.failed.append(f"security group {group_id}: {code}")
+        return False
+
+    def log_groups(self, logs) -> None:
+        """Listed, not deleted: EKS and Container Insights create them without a tag of ours."""
+        for prefix in (f"/aws/eks/{self.owner.cluster_name}/", f"/aws/containerinsights/{self.owner.cluster_name}/"):
+            for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=prefix):
+                for group in page.get("logGroups", []):
+                    self.report.left_for_you.append(
+                        f"log group {group['logGroupName']} (delete with: aws logs delete-log-group "
+                        f"--log-group-name {group['logGroupName']})"
+                    )
 
 
 def _owned(describe: Callable, key: str, ident: str, owner: Ownership) -> list[dict]:

@@ -179,112 +179,185 @@ def _token_id(i: int, diverge_at: int | None = None) -> int:
 
 
 def make_app(script: Script) -> web.Application:
-    state = _State(per_pos=[0] * script.num_speculative_tokens)
-    slots = asyncio.Semaphore(script.max_num_seqs or 1_000_000)  # 0: no limit
+    server = _Server(script)
     app = web.Application()
+    app.router.add_get("/v1/models", server.models)
+    app.router.add_get("/health", server.health)
+    app.router.add_get("/metrics", server.metrics)
+    app.router.add_get("/debug/requests", server.debug_requests)
+    app.router.add_post("/v1/completions", server.complete)
+    app.router.add_post("/v1/chat/completions", server.complete)
+    return app
 
-    async def models(_: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": script.model, "object": "model"}]})
 
-    async def health(_: web.Request) -> web.Response:
+PROMPT_TOKENS = 7  # what usage reports for every prompt
+# What the scripted fault adds after the second chunk; "truncate" instead ends the stream there.
+FAULT_EVENTS: dict[Fault, bytes] = {
+    "none": b"",
+    "null-event": b"data: null\n\n",
+    "not-json": b"data: {oops\n\n",
+    "truncate": b"",
+}
+
+
+class _Server:
+    """The handlers of one stand-in: its script, the live series' state, and the sequence slots of its batch."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.state = _State(per_pos=[0] * script.num_speculative_tokens)
+        self.slots = asyncio.Semaphore(script.max_num_seqs or 1_000_000)  # 0: no limit
+
+    async def models(self, _: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": self.script.model, "object": "model"}]})
+
+    async def health(self, _: web.Request) -> web.Response:
         return web.Response(status=200)
 
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(text=_exposition(script, state), content_type="text/plain", charset="utf-8")
+    async def metrics(self, _: web.Request) -> web.Response:
+        return web.Response(text=_exposition(self.script, self.state), content_type="text/plain", charset="utf-8")
 
-    async def debug_requests(_: web.Request) -> web.Response:
-        return web.json_response(list(state.received))
+    async def debug_requests(self, _: web.Request) -> web.Response:
+        return web.json_response(list(self.state.received))
 
-    async def complete(request: web.Request) -> web.StreamResponse:
+    async def complete(self, request: web.Request) -> web.StreamResponse:
         arrived = time.perf_counter()
         body = await request.json()
-        chat = request.path.endswith("/chat/completions")
         log: dict[str, Any] = {"body": body, "arrived": arrived, "sent": []}
+        state = self.state
         state.received.append(log)
         state.requests += 1
-        if script.fail_every and state.requests % script.fail_every == 0:
+        if self.script.fail_every and state.requests % self.script.fail_every == 0:
             return web.json_response({"error": {"message": "scripted failure", "code": 503}}, status=503)
-        tokens = int(body.get("max_tokens") or 16)
-        natural_end = script.eos_after is not None and not body.get("ignore_eos") and script.eos_after < tokens
-        if natural_end:
-            tokens = script.eos_after  # type: ignore[assignment]
-        options = body.get("stream_options") or {}
-        final_usage = script.usage != "none" and bool(options.get("include_usage"))
-        per_chunk = script.usage == "auto" and final_usage and bool(options.get("continuous_usage_stats"))
-        prompt_tokens = 7
+        asked = _Asked.read(self.script, body, chat=request.path.endswith("/chat/completions"))
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         state.waiting += 1
-        await slots.acquire()  # queued until a sequence slot frees, like a full vLLM batch
+        await self.slots.acquire()  # queued until a sequence slot frees, like a full vLLM batch
         state.waiting -= 1
-        due = _started(script, arrived) + script.ttft_s
+        due = _started(self.script, arrived) + self.script.ttft_s
         state.running += 1
         try:
-            rid = f"cmpl-{state.requests}"
-            created = int(time.time())
-            if chat:  # vLLM's first chat chunk carries the role and no token
-                first = _chunk(rid, created, script.model, chat, {"role": "assistant", "content": ""}, None, None)
-                if per_chunk:
-                    first["usage"] = _usage(prompt_tokens, 0)
-                await resp.write(_sse(first))
-            produced = 0
-            messages = body.get("messages") or [{}]
-            prompt = str(messages[-1].get("content", "")) if chat else str(body.get("prompt", ""))
-            sizes = script.chunk_sizes(tokens, prompt)
-            diverge_at = script.diverges_at(prompt)
-            log["sizes"] = sizes
-            for i, size in enumerate(sizes):
-                delay = due - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                text = "".join(_token_text(produced + j, diverge_at) for j in range(size))
-                ids = [_token_id(produced + j, diverge_at) for j in range(size)] if script.token_ids else None
-                produced += size
-                last = i == len(sizes) - 1
-                content: dict[str, Any] = {"content": text} if chat else {"text": text}
-                finish = ("stop" if natural_end else "length") if last else None
-                event = _chunk(rid, created, script.model, chat, content, ids, finish)
-                if per_chunk:
-                    event["usage"] = _usage(prompt_tokens, produced)
-                payload = _sse(event)
-                now = time.perf_counter()
-                _count_output(state, script.live_metrics, log, size, now, finished=produced if last else None)
-                if i > 0:
-                    _count_step(state, size, script.num_speculative_tokens)
-                if i == 1 and script.fault != "none":
-                    if script.fault == "truncate":
-                        await resp.write(payload)
-                        break
-                    payload += b"data: null\n\n" if script.fault == "null-event" else b"data: {oops\n\n"
-                if last:
-                    if final_usage:
-                        payload += _sse(
-                            {
-                                "id": rid,
-                                "object": "chat.completion.chunk" if chat else "text_completion",
-                                "created": created,
-                                "model": script.model,
-                                "choices": [],
-                                "usage": _usage(prompt_tokens, produced),
-                            }
-                        )
-                    payload += b"data: [DONE]\n\n"
-                log["sent"].append(now)
-                await resp.write(payload)
-                due += script.step_at(state.running)  # absolute schedule: lateness does not accumulate
+            await self._stream(resp, asked, body, log, due)
         finally:
             state.running -= 1
-            slots.release()
+            self.slots.release()
         await resp.write_eof()
         return resp
 
-    app.router.add_get("/v1/models", models)
-    app.router.add_get("/health", health)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/debug/requests", debug_requests)
-    app.router.add_post("/v1/completions", complete)
-    app.router.add_post("/v1/chat/completions", complete)
-    return app
+    async def _stream(
+        self, resp: web.StreamResponse, asked: _Asked, body: dict[str, Any], log: dict[str, Any], due: float
+    ) -> None:
+        """One chunk per engine step, the first at `due`, each logged as sent and counted in the live series."""
+        script, state = self.script, self.state
+        reply = _Reply(script, asked, rid=f"cmpl-{state.requests}", created=int(time.time()))
+        if asked.chat:  # vLLM's first chat chunk carries the role and no token
+            await resp.write(reply.opening())
+        prompt = _prompt(body, chat=asked.chat)
+        sizes = script.chunk_sizes(asked.tokens, prompt)
+        diverge_at = script.diverges_at(prompt)
+        log["sizes"] = sizes
+        for i, size in enumerate(sizes):
+            await _sleep_until(due)
+            last = i == len(sizes) - 1
+            payload = reply.step(size, diverge_at, last=last)
+            now = time.perf_counter()
+            _count_output(state, script.live_metrics, log, size, now, finished=reply.produced if last else None)
+            if i > 0:
+                _count_step(state, size, script.num_speculative_tokens)
+            if i == 1 and script.fault == "truncate":
+                await resp.write(payload)
+                return
+            if i == 1:
+                payload += FAULT_EVENTS[script.fault]
+            if last:
+                payload += reply.closing()
+            log["sent"].append(now)
+            await resp.write(payload)
+            due += script.step_at(state.running)  # absolute schedule: lateness does not accumulate
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What one completion request asks of the script: how many tokens, and which usage to report."""
+
+    chat: bool
+    tokens: int
+    natural_end: bool  # the output stops at script.eos_after (finish_reason "stop") before max_tokens
+    final_usage: bool
+    per_chunk_usage: bool
+
+    @classmethod
+    def read(cls, script: Script, body: dict[str, Any], *, chat: bool) -> _Asked:
+        tokens = int(body.get("max_tokens") or 16)
+        natural_end = script.eos_after is not None and not body.get("ignore_eos") and script.eos_after < tokens
+        options = body.get("stream_options") or {}
+        final_usage = script.usage != "none" and bool(options.get("include_usage"))
+        return cls(
+            chat=chat,
+            tokens=script.eos_after if natural_end else tokens,  # type: ignore[arg-type]
+            natural_end=natural_end,
+            final_usage=final_usage,
+            per_chunk_usage=script.usage == "auto" and final_usage and bool(options.get("continuous_usage_stats")),
+        )
+
+
+def _prompt(body: dict[str, Any], *, chat: bool) -> str:
+    messages = body.get("messages") or [{}]
+    return str(messages[-1].get("content", "")) if chat else str(body.get("prompt", ""))
+
+
+async def _sleep_until(due: float) -> None:
+    delay = due - time.perf_counter()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+@dataclass
+class _Reply:
+    """The events of one streamed response, shaped as vLLM sends them."""
+
+    script: Script
+    asked: _Asked
+    rid: str
+    created: int
+    produced: int = 0  # tokens sent so far
+
+    def opening(self) -> bytes:
+        """The chat response's first event: the assistant's role and no token."""
+        first = _chunk(
+            self.rid, self.created, self.script.model, True, {"role": "assistant", "content": ""}, None, None
+        )
+        if self.asked.per_chunk_usage:
+            first["usage"] = _usage(PROMPT_TOKENS, 0)
+        return _sse(first)
+
+    def step(self, size: int, diverge_at: int | None, *, last: bool) -> bytes:
+        """The event of the next `size` tokens."""
+        chat, start = self.asked.chat, self.produced
+        text = "".join(_token_text(start + j, diverge_at) for j in range(size))
+        ids = [_token_id(start + j, diverge_at) for j in range(size)] if self.script.token_ids else None
+        self.produced += size
+        content: dict[str, Any] = {"content": text} if chat else {"text": text}
+        finish = ("stop" if self.asked.natural_end else "length") if last else None
+        event = _chunk(self.rid, self.created, self.script.model, chat, content, ids, finish)
+        if self.asked.per_chunk_usage:
+            event["usage"] = _usage(PROMPT_TOKENS, self.produced)
+        return _sse(event)
+
+    def closing(self) -> bytes:
+        """After the last chunk: the usage-only event when the request asked for usage, then [DONE]."""
+        if not self.asked.final_usage:
+            return b"data: [DONE]\n\n"
+        usage = {
+            "id": self.rid,
+            "object": "chat.completion.chunk" if self.asked.chat else "text_completion",
+            "created": self.created,
+            "model": self.script.model,
+            "choices": [],
+            "usage": _usage(PROMPT_TOKENS, self.produced),
+        }
+        return _sse(usage) + b"data: [DONE]\n\n"
 
 
 def _started(script: Script, arrived: float) -> float:

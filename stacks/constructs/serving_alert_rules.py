@@ -25,7 +25,7 @@ from aws_cdk import CfnTag
 from aws_cdk import aws_aps as aps
 from constructs import Construct
 
-from charts.autoscaling import selector, serving_replicas_query, waiting_query
+from charts.autoscaling import series_selector, serving_replicas_query, waiting_query
 from charts.live_dashboard import acceptance_query, spill_share_query, spilling_arms
 from config import node_scaling
 from config.labels import PROFILE as PROFILE_POD_LABEL
@@ -74,7 +74,7 @@ def alert_rules(config: DeploymentConfig) -> dict[str, Any]:
         rules.append(
             {
                 "alert": f"ScaleUpWithoutReadyReplica-{p.name}",
-                "expr": f"count(up{selector(ns, p.name)} == 0) > 0",
+                "expr": f"count(up{series_selector(ns, p.name)} == 0) > 0",
                 "for": not_ready_for(config),
                 "labels": {"severity": "warning", "deployment": config.name, "profile": p.name},
                 "annotations": {

@@ -102,21 +102,95 @@ class Timeline:
 
 
 def pod(name: str, profile: str, node_name: str | None, t: Timeline) -> dict[str, Any]:
-    uid = f"uid-{name}"
+    spec: dict[str, Any] = {
+        "serviceAccountName": f"{profile}-vllm",
+        "initContainers": [{"name": "verify-artifact", "image": IMAGE}],
+        "containers": [{"name": "vllm", "image": IMAGE, "ports": [{"name": "http", "containerPort": 8000}]}],
+        "tolerations": [{"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
+    }
+    if node_name and t.scheduled is not None:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "generateName": f"{profile}-7d9f8c6b5-",
+            "namespace": NAMESPACE,
+            "uid": f"uid-{name}",
+            "resourceVersion": "2002",
+            "creationTimestamp": at(t.created),
+            "labels": {
+                "app.kubernetes.io/name": "vllm",
+                "app.kubernetes.io/instance": profile,
+                "pod-template-hash": "7d9f8c6b5",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{profile}-7d9f8c6b5",
+                    "uid": f"uid-rs-{profile}",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+        "status": _pod_status(t),
+    }
 
-    def condition(kind: str, when: float | None, *, reason: str | None = None, message: str | None = None) -> dict:
-        c: dict[str, Any] = {
-            "type": kind,
-            "status": "True" if when is not None else "False",
-            "lastProbeTime": None,
-            "lastTransitionTime": at(when if when is not None else t.created),
+
+def _pod_status(t: Timeline) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "phase": "Running" if t.vllm_start is not None else "Pending",
+        "conditions": [
+            _pod_condition(t, "PodReadyToStartContainers", t.init[0] - 1 if t.init else None),
+            _pod_condition(
+                t, "Initialized", t.init[1] if t.init and t.init_exit == 0 else None, reason="ContainersNotInitialized"
+            ),
+            _pod_condition(t, "Ready", t.ready, reason=None if t.ready else "ContainersNotReady"),
+            _pod_condition(t, "ContainersReady", t.ready, reason=None if t.ready else "ContainersNotReady"),
+            _pod_condition(
+                t,
+                "PodScheduled",
+                t.scheduled,
+                reason=None if t.scheduled is not None else "Unschedulable",
+                message=None if t.scheduled is not None else "0/3 nodes are available: 3 cannot allocate all claims.",
+            ),
+        ],
+        "qosClass": "Burstable",
+        "initContainerStatuses": [_init_status(t)],
+        "containerStatuses": [_vllm_status(t)],
+    }
+    if t.scheduled is not None:
+        status |= {"hostIP": "10.64.32.10", "podIP": "10.64.33.7", "startTime": at(t.scheduled)}
+    if t.evicted:
+        status |= {
+            "phase": "Failed",
+            "reason": "Evicted",
+            "message": "The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 9Gi.",
         }
-        if reason:
-            c["reason"] = reason
-        if message:
-            c["message"] = message
-        return c
+    return status
 
+
+def _pod_condition(
+    t: Timeline, kind: str, when: float | None, *, reason: str | None = None, message: str | None = None
+) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "type": kind,
+        "status": "True" if when is not None else "False",
+        "lastProbeTime": None,
+        "lastTransitionTime": at(when if when is not None else t.created),
+    }
+    if reason:
+        c["reason"] = reason
+    if message:
+        c["message"] = message
+    return c
+
+
+def _init_status(t: Timeline) -> dict[str, Any]:
     init_status: dict[str, Any] = {
         "name": "verify-artifact",
         "image": IMAGE,
@@ -141,7 +215,10 @@ def pod(name: str, profile: str, node_name: str | None, t: Timeline) -> dict[str
         else:
             init_status["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 5m0s restarting"}}
             init_status["lastState"] = {"terminated": terminated}
+    return init_status
 
+
+def _vllm_status(t: Timeline) -> dict[str, Any]:
     vllm_status: dict[str, Any] = {
         "name": "vllm",
         "image": IMAGE,
@@ -152,98 +229,34 @@ def pod(name: str, profile: str, node_name: str | None, t: Timeline) -> dict[str
         "state": {"waiting": {"reason": "PodInitializing"}},
         "lastState": {},
     }
-    if t.vllm_start is not None:
-        vllm_status["containerID"] = f"containerd://{'2' * 64}"
-        if t.vllm_waiting:
-            vllm_status["state"] = {"waiting": {"reason": t.vllm_waiting, "message": "back-off 2m40s restarting"}}
-        elif t.evicted:
-            vllm_status["state"] = {
-                "terminated": {
-                    "exitCode": 137,
-                    "reason": "ContainerStatusUnknown",
-                    "startedAt": at(t.vllm_start),
-                    "finishedAt": at(t.vllm_start + 300),
-                }
+    if t.vllm_start is None:
+        return vllm_status
+    vllm_status["containerID"] = f"containerd://{'2' * 64}"
+    if t.vllm_waiting:
+        vllm_status["state"] = {"waiting": {"reason": t.vllm_waiting, "message": "back-off 2m40s restarting"}}
+    elif t.evicted:
+        vllm_status["state"] = {
+            "terminated": {
+                "exitCode": 137,
+                "reason": "ContainerStatusUnknown",
+                "startedAt": at(t.vllm_start),
+                "finishedAt": at(t.vllm_start + 300),
             }
-        else:
-            vllm_status["state"] = {"running": {"startedAt": at(t.vllm_start)}}
-        if t.vllm_restarts:
-            last_start = t.vllm_start if t.vllm_waiting else t.vllm_start - 120
-            vllm_status["lastState"] = {
-                "terminated": {
-                    "exitCode": 1,
-                    "reason": "Error",
-                    "startedAt": at(last_start),
-                    "finishedAt": at(last_start + 90),
-                    "containerID": f"containerd://{'3' * 64}",
-                }
-            }
-
-    status: dict[str, Any] = {
-        "phase": "Running" if t.vllm_start is not None else "Pending",
-        "conditions": [
-            condition("PodReadyToStartContainers", t.init[0] - 1 if t.init else None),
-            condition(
-                "Initialized", t.init[1] if t.init and t.init_exit == 0 else None, reason="ContainersNotInitialized"
-            ),
-            condition("Ready", t.ready, reason=None if t.ready else "ContainersNotReady"),
-            condition("ContainersReady", t.ready, reason=None if t.ready else "ContainersNotReady"),
-            condition(
-                "PodScheduled",
-                t.scheduled,
-                reason=None if t.scheduled is not None else "Unschedulable",
-                message=None if t.scheduled is not None else "0/3 nodes are available: 3 cannot allocate all claims.",
-            ),
-        ],
-        "qosClass": "Burstable",
-        "initContainerStatuses": [init_status],
-        "containerStatuses": [vllm_status],
-    }
-    if t.scheduled is not None:
-        status |= {"hostIP": "10.64.32.10", "podIP": "10.64.33.7", "startTime": at(t.scheduled)}
-    if t.evicted:
-        status |= {
-            "phase": "Failed",
-            "reason": "Evicted",
-            "message": "The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 9Gi.",
         }
-    spec: dict[str, Any] = {
-        "serviceAccountName": f"{profile}-vllm",
-        "initContainers": [{"name": "verify-artifact", "image": IMAGE}],
-        "containers": [{"name": "vllm", "image": IMAGE, "ports": [{"name": "http", "containerPort": 8000}]}],
-        "tolerations": [{"key": "aws.amazon.com/neuron", "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
-    }
-    if node_name and t.scheduled is not None:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "generateName": f"{profile}-7d9f8c6b5-",
-            "namespace": NAMESPACE,
-            "uid": uid,
-            "resourceVersion": "2002",
-            "creationTimestamp": at(t.created),
-            "labels": {
-                "app.kubernetes.io/name": "vllm",
-                "app.kubernetes.io/instance": profile,
-                "pod-template-hash": "7d9f8c6b5",
-            },
-            "ownerReferences": [
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ReplicaSet",
-                    "name": f"{profile}-7d9f8c6b5",
-                    "uid": f"uid-rs-{profile}",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": spec,
-        "status": status,
-    }
+    else:
+        vllm_status["state"] = {"running": {"startedAt": at(t.vllm_start)}}
+    if t.vllm_restarts:
+        last_start = t.vllm_start if t.vllm_waiting else t.vllm_start - 120
+        vllm_status["lastState"] = {
+            "terminated": {
+                "exitCode": 1,
+                "reason": "Error",
+                "startedAt": at(last_start),
+                "finishedAt": at(last_start + 90),
+                "containerID": f"containerd://{'3' * 64}",
+            }
+        }
+    return vllm_status
 
 
 def events(name: str, node_name: str, t: Timeline) -> list[dict[str, Any]]:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
+import yaml
 
+from tests.conftest import default_config_dict
 from tests.ops.fake_cluster import cluster_state, install_kubectl
 
 
@@ -43,3 +46,13 @@ def fake_cluster(fake_kubectl, tmp_path, monkeypatch):
 
     make.state = state  # type: ignore[attr-defined]
     return make
+
+
+@pytest.fixture
+def unscaled_config(tmp_path) -> Path:
+    """The default config with autoscaling off, as a file: no ScaledObjects, the ops commands scale Deployments."""
+    data = default_config_dict()
+    data["scaling"] = {"enabled": False}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path

@@ -29,7 +29,7 @@ import yaml
 from charts.jobs.bench import SWEEP
 from config import load_config
 from config.bucket_layout import MANIFEST_NAME, checkpoint_prefix, results_key
-from model_build.errors import BuildError
+from config.exit_codes import CommandError
 from model_build.store import S3Store
 from ops import build_artifact as build_artifact_module
 from ops import kubectl as ops_kubectl
@@ -43,7 +43,7 @@ from ops.run_benchmark import main as bench_main
 from ops.stage_checkpoints import main as stage_main
 from ops.stage_checkpoints import run_stage
 from tests.bench.builders import run_settings, sweep_settings
-from tests.conftest import MOTO_ACCOUNT, default_config_dict
+from tests.conftest import MOTO_ACCOUNT
 from tests.ops.fake_cluster import models_bucket, publish_artifact_of
 from tests.silent_endpoint import silent_server
 
@@ -107,17 +107,13 @@ def test_the_bare_scale_to_zero_races_keda_in_the_fake_cluster(fake_cluster, fak
 
 
 def test_without_scaling_build_scales_the_deployment_to_zero_and_back(
-    aws_env, fake_cluster, fake_kubectl, monkeypatch, tmp_path, capsys
+    aws_env, fake_cluster, fake_kubectl, monkeypatch, unscaled_config, capsys
 ):
-    data = default_config_dict()
-    data["scaling"] = {"enabled": False}
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(data))
     models_bucket(staged=["qwen3-32b", "qwen3-1-7b"])
     fake_cluster(["baseline", "speculative"], scaled=False)
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
     monkeypatch.setenv("FAKE_JOB_NEEDS", "speculative")
-    assert run_build(str(path), "speculative", poll_s=0) == 0
+    assert run_build(str(unscaled_config), "speculative", poll_s=0) == 0
     calls = fake_kubectl()
     assert calls[0] == ["-n", "trn-specdec", "get", "deployments", "-o", "json"]
     take, give_back = (json.loads(c[6]) for c in (calls[1], calls[-1]))
@@ -152,7 +148,7 @@ def test_pods_that_never_go_stop_with_a_sentence_and_the_service_given_back(fake
     service = OutOfService(config, config.profile("speculative"), operation="a test", poll_s=0, timeout_s=0.5)
     service._take_command = lambda: ("-n", "trn-specdec", "logs", "x")  # type: ignore[method-assign]  # takes nothing
     stuck = r"speculative: its pods \(speculative-0\) were still there 0.5 s after"
-    with pytest.raises(BuildError, match=stuck), service:
+    with pytest.raises(CommandError, match=stuck), service:
         pytest.fail("the body must not run while the pods are there")
     assert fake_kubectl()[-1] == RESUME and service.restored
 
@@ -342,11 +338,11 @@ def test_a_kubectl_failure_is_a_sentence_with_its_message_and_the_fix(tmp_path, 
     )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", str(bin_dir))
-    with pytest.raises(BuildError, match=r"kubectl -n ns apply -f -` failed: error: You must be logged in") as err:
+    with pytest.raises(CommandError, match=r"kubectl -n ns apply -f -` failed: error: You must be logged in") as err:
         start_job("ns", _job("job-a"))
     assert "aws eks update-kubeconfig" in str(err.value)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    with pytest.raises(BuildError, match="kubectl is not installed"):
+    with pytest.raises(CommandError, match="kubectl is not installed"):
         start_job("ns", _job("job-a"))
 
 
@@ -384,7 +380,7 @@ def test_an_api_endpoint_that_never_answers_is_a_sentence_from_the_real_kubectl(
         )
         monkeypatch.setenv("KUBECONFIG", str(config))
         monkeypatch.setattr(ops_kubectl, "REQUEST_TIMEOUT", "2s")  # the mechanism, not the 20 s wait
-        with pytest.raises(BuildError, match=r"`kubectl -n ns apply -f -` failed: .*timeout.*update-kubeconfig"):
+        with pytest.raises(CommandError, match=r"`kubectl -n ns apply -f -` failed: .*timeout.*update-kubeconfig"):
             apply("ns", _job("job-a"))
 
 
@@ -397,7 +393,7 @@ def test_a_kubectl_that_hangs_is_stopped_at_the_deadline_with_a_sentence(tmp_pat
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setattr(ops_kubectl, "DEADLINE_S", 1.0)
-    with pytest.raises(BuildError, match=r"`kubectl -n ns apply -f -` did not finish within 1 s: .*api_public_cidrs"):
+    with pytest.raises(CommandError, match=r"`kubectl -n ns apply -f -` did not finish within 1 s: .*api_public_cidrs"):
         apply("ns", _job("job-a"))
 
 
@@ -425,7 +421,7 @@ def test_a_bench_whose_report_fails_keeps_the_results_and_says_how_to_rerun(
     monkeypatch.setattr(run_benchmark_module, "new_run_id", lambda mode=None: "run1")
     monkeypatch.setenv("FAKE_JOB_RESULT", "Complete")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(BuildError, match=r"the results are in bench-results/run1.json, but their report failed"):
+    with pytest.raises(CommandError, match=r"the results are in bench-results/run1.json, but their report failed"):
         run_benchmark_module.run_bench(None, [], poll_s=0)
     assert (tmp_path / "bench-results" / "run1.json").read_bytes() == b"not a results file"
 
@@ -483,7 +479,7 @@ def test_build_and_stage_inside_a_capacity_blocks_last_minutes_start_no_job(
         for model in config.models.values():
             s3.put_object(Bucket=bucket, Key=checkpoint_prefix(model.hf_id, model.revision) + MANIFEST_NAME, Body=b"{}")
     fake_cluster([p.name for p in config.profiles], scaled=True)
-    with pytest.raises(BuildError) as err:
+    with pytest.raises(CommandError) as err:
         run_build(str(path), "speculative", poll_s=0) if command == "build" else run_stage(str(path), poll_s=0)
     what = "the build of speculative" if command == "build" else "staging"
     assert str(err.value).startswith(what) and "does not start: Capacity Block cr-0123456789abcdef0 ends in" in str(

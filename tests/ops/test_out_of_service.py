@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from config import load_config
 from config.exit_codes import EXIT_INTERRUPTED
@@ -24,7 +23,7 @@ from ops.interrupts import Interrupted
 from ops.kubectl import run_or_print
 from ops.out_of_service import PAUSED_BY, PAUSED_REPLICAS, Target, give_back_left_pauses, paused_by
 from ops.stage_checkpoints import run_stage
-from tests.conftest import MOTO_ACCOUNT, default_config_dict
+from tests.conftest import MOTO_ACCOUNT
 from tests.ops import kill_matrix
 from tests.ops.fake_cluster import models_bucket, publish_artifact_of
 
@@ -201,12 +200,8 @@ def test_a_pause_whose_command_still_runs_here_is_left_to_it(aws_env, left, fake
 
 
 def test_without_scaling_a_deployment_an_ops_command_scaled_to_zero_is_found_and_scaled_back(
-    aws_env, fake_cluster, fake_kubectl, tmp_path, monkeypatch, capsys
+    aws_env, fake_cluster, fake_kubectl, tmp_path, unscaled_config, capsys
 ):
-    data = default_config_dict()
-    data["scaling"] = {"enabled": False}
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(data))
     models_bucket(staged=STAGED)
     publish_artifact_of(tmp_path, "speculative")
     fake_cluster(["baseline", "speculative"], scaled=False)
@@ -214,7 +209,7 @@ def test_without_scaling_a_deployment_an_ops_command_scaled_to_zero_is_found_and
     state["replicas"]["speculative"] = 0
     state["deployment_annotations"] = {"speculative": {PAUSED_BY: _by(_dead_pid())}}
     (tmp_path / "cluster.json").write_text(json.dumps(state))
-    assert run_stage(str(path), poll_s=0) == 0
+    assert run_stage(str(unscaled_config), poll_s=0) == 0
     assert "deploy/speculative scaled back to 1" in capsys.readouterr().out
     after = fake_cluster.state()
     assert after["replicas"]["speculative"] == 1 and after["deployment_annotations"]["speculative"] == {}

@@ -124,21 +124,27 @@ def test_identity_names_the_account_and_region(aws_env):
     assert checker.identity().startswith(f"account {MOTO_ACCOUNT}, region us-east-2, as arn:aws:")
 
 
-def test_without_credentials_one_sentence_and_the_usage_exit_code(tmp_path):
+def preflight_without_credentials(tmp_path, **setting: str) -> subprocess.CompletedProcess[str]:
+    """`python -m ops.preflight --offline` with no AWS variable, config file, credentials file or instance metadata,
+    but `setting`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env |= {
         "AWS_CONFIG_FILE": str(tmp_path / "none"),
         "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
         "AWS_EC2_METADATA_DISABLED": "true",
     }
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "ops.preflight", "--offline"],
         cwd=ROOT,
-        env=env,
+        env=env | setting,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_without_credentials_one_sentence_and_the_usage_exit_code(tmp_path):
+    done = preflight_without_credentials(tmp_path)
     assert done.returncode == EXIT_USAGE
     assert "Traceback" not in done.stdout + done.stderr
     first, *rest = done.stdout.splitlines()
@@ -163,21 +169,7 @@ def test_a_broken_aws_environment_is_one_line_naming_the_variable_or_file(tmp_pa
     """botocore reads these while it makes a client, before any check runs: one line and exit 2, never a traceback."""
     bad = tmp_path / "config"
     bad.write_text("[default\nregion = us-east-2\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env |= {
-        "AWS_CONFIG_FILE": str(tmp_path / "none"),
-        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
-    env |= {k: v.format(bad=bad) for k, v in setting.items()}
-    done = subprocess.run(
-        [sys.executable, "-m", "ops.preflight", "--offline"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = preflight_without_credentials(tmp_path, **{k: v.format(bad=bad) for k, v in setting.items()})
     assert done.returncode == EXIT_USAGE, done.stderr
     assert done.stdout == "" and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(said.format(bad=bad)), done.stderr

@@ -197,6 +197,47 @@ def test_the_cli_exits_nonzero_when_a_deletion_fails(aws_env, capsys, monkeypatc
     assert f"not deleted: security group {group}: UnauthorizedOperation" in captured.err
 
 
+def test_a_group_still_in_use_is_tried_each_round_and_reported_after_the_last(aws_env, monkeypatch):
+    """A security group a draining load balancer still holds answers DependencyViolation: the sweep tries it again
+    next round (deleting it once freed) and reports one still held after the last round as failed, never leaves it
+    unsaid. moto deletes a group in use, so EC2's answer is injected at the client."""
+    from botocore.exceptions import ClientError
+
+    from cloud import aws
+
+    ec2 = boto3.session.Session(region_name="us-east-2").client("ec2")
+    spec = [{"ResourceType": "security-group", "Tags": [{"Key": DEPLOYMENT_TAG, "Value": "trn-specdec"}]}]
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    freed, held = (
+        ec2.create_security_group(GroupName=n, Description=n, VpcId=vpc, TagSpecifications=spec)["GroupId"]
+        for n in ("freed", "held")
+    )
+    tries: dict[str, int] = {freed: 0, held: 0}
+    real_client = aws.session_client
+
+    def draining_client(session, service, **kwargs):
+        client = real_client(session, service, **kwargs)
+        if service == "ec2":
+            delete = client.delete_security_group
+
+            def in_use(GroupId, **kwargs):
+                tries[GroupId] += 1
+                if GroupId == held or tries[GroupId] < 2:
+                    raise ClientError({"Error": {"Code": "DependencyViolation"}}, "DeleteSecurityGroup")
+                return delete(GroupId=GroupId, **kwargs)
+
+            client.delete_security_group = in_use
+        return client
+
+    monkeypatch.setattr(aws, "session_client", draining_client)
+    report = sweep(
+        boto3.session.Session(region_name="us-east-2"), OWNER, log=lambda _: None, retries=3, retry_delay_s=0
+    )
+    assert tries == {freed: 2, held: 3}
+    assert report.deleted == [f"security group {freed}"]
+    assert report.failed == [f"security group {held}: DependencyViolation"]
+
+
 def test_cli_refuses_while_a_stack_of_this_deployment_exists(aws_env, capsys):
     cfn = boto3.session.Session(region_name="us-east-2").client("cloudformation")
     cfn.create_stack(StackName="TrnSpecdec-Cluster", TemplateBody='{"Resources": {"T": {"Type": "AWS::SNS::Topic"}}}')
