@@ -8,6 +8,7 @@ from pathlib import Path
 
 from config.exit_codes import CommandError
 from model_build.errors import BuildError
+from tests.test_layers import OURS, modules
 
 ROOT = Path(__file__).resolve().parents[2]
 OWNERS = (ROOT / "model_build", ROOT / "tests" / "model_build")
@@ -27,9 +28,8 @@ def names_build_error(path: Path) -> bool:
 
 
 def ours() -> list[Path]:
-    """Every Python file of the repository (the venvs and node_modules are links, and skipped), but model_build's."""
-    folders = [d for d in ROOT.iterdir() if d.is_dir() and not d.is_symlink() and not d.name.startswith(".")]
-    files = [*ROOT.glob("*.py"), *(p for d in folders for p in d.rglob("*.py"))]
+    """Every Python file of ours (the layering test's packages, and the tests), but model_build's."""
+    files = modules(*OURS)
     return [p for p in files if not any(p.is_relative_to(owner) for owner in OWNERS)]
 
 
