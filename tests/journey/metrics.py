@@ -143,9 +143,14 @@ def prometheus_on(rendered: Rendered, pods: list[dict[str, Any]], workdir: Path)
         yield prom
 
 
-def drive(urls: list[str], model: str, requests: int = 6) -> None:
-    """Completions against each serving pod (and the endpoint), a few at a time, so every histogram, counter and
-    gauge the queries read moves between two scrapes."""
+ENDPOINT_REQUESTS = 24
+
+
+def drive(urls: list[str], model: str, requests: int = 6, endpoints: list[str] | None = None) -> None:
+    """Completions against each serving pod and, more of them, the endpoint, a few at a time, so every histogram,
+    counter and gauge the queries read moves between two scrapes. The endpoint draws an arm per request by the
+    weights: 24 requests leave an arm of weight 50 without one once in 2^24 runs (6 did once in 64, and its spill
+    panel read 0/0)."""
     body = json.dumps({"model": model, "prompt": "Shall I compare thee", "max_tokens": 24}).encode()
 
     def one(url: str) -> None:
@@ -155,7 +160,8 @@ def drive(urls: list[str], model: str, requests: int = 6) -> None:
         with urllib.request.urlopen(request, timeout=60) as r:  # loopback pod addresses
             r.read()
 
-    threads = [threading.Thread(target=one, args=(u,)) for u in urls for _ in range(requests)]
+    sent = [(u, requests) for u in urls] + [(u, ENDPOINT_REQUESTS) for u in endpoints or []]
+    threads = [threading.Thread(target=one, args=(u,)) for u, n in sent for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:

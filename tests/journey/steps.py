@@ -691,11 +691,11 @@ class Journey:
             raise StepFailed(f"no running pod of {', '.join(empty)} to scrape", "see the serve step")
         urls = [f"http://{pod['status']['podIP']}:{p.port}" for p in self.config.profiles for pod in serving[p.name]]
         endpoint = [pod for pod in pods if pod["metadata"]["name"].startswith("endpoint-") and "podIP" in pod["status"]]
-        urls += [f"http://{pod['status']['podIP']}:{self.config.endpoint.port}" for pod in endpoint]
+        routers = [f"http://{pod['status']['podIP']}:{self.config.endpoint.port}" for pod in endpoint]
         model = self.config.models[self.config.profiles[0].target].hf_id
         try:
             with metrics.prometheus_on(self.rendered, pods, self.world_dir / "prometheus") as prom:
-                metrics.drive(urls, model)
+                metrics.drive(urls, model, endpoints=routers)
                 # Scrapes and rule evaluations every second; on a loaded machine a scrape can lag, so the queries are
                 # asked again until they all have data or 20 s have passed (then the last answer is the failure).
                 deadline = time.monotonic() + 20.0
