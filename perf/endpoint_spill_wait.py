@@ -50,7 +50,8 @@ from charts.envoy_bootstrap import Resolver, Upstream  # noqa: E402
 from config import parse_config  # noqa: E402
 from config.endpoint import ARM_HEADER, CAPPED_SUFFIX, SPILL_METRICS, STICKY_HEADER  # noqa: E402
 from tests.conftest import default_config_dict  # noqa: E402
-from tests.router_harness import LoopbackDns, Router, envoy_router, free_port, stand_in  # noqa: E402
+from tests.ports import free_port  # noqa: E402
+from tests.router_harness import LoopbackDns, Router, envoy_router, stand_in  # noqa: E402
 
 VLLM_KEEP_ALIVE_S = 5.0  # vllm/envs.py VLLM_HTTP_TIMEOUT_KEEP_ALIVE default, 0.9.1 and 0.29.0
 TTFT_MS, STEP_MS, TOKENS = 50, 50, 40

@@ -36,8 +36,8 @@ def main() -> None:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     from moto.server import ThreadedMotoServer
 
-    from tests.conftest import free_port
     from tests.ops.fake_cluster import models_bucket, publish_artifact_of
+    from tests.ports import free_port
 
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -36,8 +36,8 @@ from config import load_config  # noqa: E402
 from model_build.plan import build_plan  # noqa: E402
 from model_build.store import DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, MIB  # noqa: E402
 from model_build.uploader import HASH_CACHE_NAME  # noqa: E402
-from tests.conftest import free_port  # noqa: E402
 from tests.model_build.conftest import fake_compile  # noqa: E402
+from tests.ports import free_port  # noqa: E402
 
 WORK = Path("/tmp/publish-bench")
 BUCKET = "publish-bench"

@@ -10,7 +10,6 @@ import io
 import json
 import os
 import re
-import socket
 import tarfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from config import DEFAULT_CONFIG, DeploymentConfig, load_config, parse_config
 from config.catalogue import PLACEHOLDER_ACCOUNT
 from config.kubernetes import SUPPORTED_KUBERNETES_VERSIONS
+from tests.ports import free_port
 from tests.timeouts import pytest_configure, pytest_runtest_call, pytest_runtest_setup  # noqa: F401 (hooks)
 from tools.test_shards import SHARED_SYNTH_DIR
 
@@ -409,12 +409,6 @@ _ASSET_HASH = re.compile(r"[0-9a-f]{64}")
 def normalise_template(template: dict[str, Any]) -> dict[str, Any]:
     """Replace asset hashes so dependency bumps that only rebuild assets do not churn snapshots."""
     return json.loads(_ASSET_HASH.sub("<asset-hash>", json.dumps(template, sort_keys=True)))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import http.server
 import json
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -43,10 +42,10 @@ from typing import Any
 
 import yaml
 
+from tests.ports import PortTaken, free_port, retry_on_taken_port
 from tools.prometheus_tool import ensure
 
 START_TIMEOUT_S = 20.0
-PORT_ATTEMPTS = 5
 STOP_TIMEOUT_S = 10.0
 ADDRESS_IN_USE = "address already in use"
 META = "__meta_kubernetes_"
@@ -61,12 +60,6 @@ def promtool(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
     return subprocess.run(
         [str(ensure().promtool), *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=120
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -174,7 +167,7 @@ def running_prometheus(
     content, written into `workdir` and listed in the configuration's rule_files.
 
     The port is picked free and then bound by Prometheus itself; if another process took it in between, Prometheus
-    exits with "address already in use" and it is started again on another port (PORT_ATTEMPTS times)."""
+    exits with "address already in use" and it is started again on another port (tests/ports.py)."""
     workdir.mkdir(parents=True, exist_ok=True)
     body = dict(config)
     for name, rules in (rule_files or {}).items():
@@ -183,23 +176,24 @@ def running_prometheus(
     config_file = workdir / "prometheus.yml"
     config_file.write_text(yaml.safe_dump(body, sort_keys=False))
     binary = ensure().prometheus
-    for _attempt in range(PORT_ATTEMPTS):
-        port = _free_port()
+
+    def start() -> tuple[str, subprocess.Popen[bytes], Path]:
+        port = free_port()
         process, log = _start(binary, config_file, workdir, port)
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + START_TIMEOUT_S
         while process.poll() is None and not _ready(url) and time.monotonic() < deadline:
             time.sleep(0.05)
         if process.poll() is None and _ready(url):
-            break
+            return url, process, log
         _stop(process)
         said = log.read_text(errors="replace")
         if ADDRESS_IN_USE in said:
-            continue
+            raise PortTaken(f"prometheus on {url}: the port was taken by the time it bound it")
         tail = "\n".join(said.splitlines()[-15:])
         raise PrometheusError(f"prometheus did not become ready on {url} (exit code {process.returncode}):\n{tail}")
-    else:
-        raise PrometheusError(f"prometheus found each of {PORT_ATTEMPTS} free ports taken by the time it bound them")
+
+    url, process, log = retry_on_taken_port(start)
     try:
         yield Prometheus(url=url, process=process, log=log)
     finally:

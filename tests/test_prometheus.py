@@ -3,12 +3,12 @@ answers instant and range queries, stops cleanly; a rendered pod becomes the tar
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
 
 from tests import prometheus
+from tests.ports import squatted_port
 from tests.prometheus import (
     ADDRESS_IN_USE,
     DiscoveredPod,
@@ -46,16 +46,9 @@ def test_rule_files_are_written_beside_the_configuration_and_evaluated(tmp_path)
 
 def test_a_port_taken_between_the_pick_and_the_bind_is_replaced_by_another(tmp_path, monkeypatch):
     """The race the harness closes: the free port it picked is bound by someone else before Prometheus binds it."""
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        taken = squatter.getsockname()[1]
-        picks = iter([taken])
-        real = prometheus._free_port
-        monkeypatch.setattr(prometheus, "_free_port", lambda: next(picks, None) or real())
-        with running_prometheus(EMPTY, tmp_path) as prom:
-            assert not prom.url.endswith(f":{taken}")
-            assert prom.query("vector(1)")
+    with squatted_port(monkeypatch, prometheus) as taken, running_prometheus(EMPTY, tmp_path) as prom:
+        assert not prom.url.endswith(f":{taken}")
+        assert prom.query("vector(1)")
     assert ADDRESS_IN_USE in (tmp_path / f"prometheus-{taken}.log").read_text()
 
 

@@ -13,6 +13,7 @@ from charts.envoy_bootstrap import Upstream
 from config import parse_config
 from tests import router_harness
 from tests.conftest import default_config_dict
+from tests.ports import squatted_port
 from tests.router_harness import ADDRESS_IN_USE, PortTaken, envoy_router, replicas_on_one_port, stand_in, stand_ins
 
 
@@ -21,13 +22,7 @@ def test_a_port_taken_between_the_choice_and_envoys_bind_is_replaced_by_another(
     before Envoy binds it."""
     data = default_config_dict()
     data["endpoint"] = {"weights": {"baseline": 50, "speculative": 50}}
-    with socket.socket() as squatter, stand_ins(["baseline", "speculative"]) as si:
-        squatter.bind(("127.0.0.1", 0))
-        squatter.listen()
-        taken = squatter.getsockname()[1]
-        picks = iter([taken])
-        real = router_harness.free_port
-        monkeypatch.setattr(router_harness, "free_port", lambda: next(picks, None) or real())
+    with squatted_port(monkeypatch, router_harness) as taken, stand_ins(["baseline", "speculative"]) as si:
         upstreams = {name: Upstream("127.0.0.1", s.port) for name, s in si.items()}
         with envoy_router(parse_config(data), upstreams, tmp_path) as router:
             assert not router.url.endswith(f":{taken}")

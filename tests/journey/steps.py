@@ -614,7 +614,7 @@ class Journey:
     def endpoint(self) -> str:
         """docs/endpoint.md, Use: port-forward svc/endpoint, then bench through it with --pick-arm, and sessions
         without the override header answered by an arm the weights name."""
-        from tests.router_harness import free_port
+        from tests.ports import free_port
 
         self._wait(self._rolled_out("endpoint"), "the endpoint's Deployment to roll out its current template")
         local = free_port()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -25,17 +24,12 @@ from tests.journey.cluster import Cluster
 from tests.journey.hub import Hub, repo_of
 from tests.journey.network import Addresses
 from tests.journey.pods import make_writable
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 MOTO_ACCOUNT = "123456789012"  # what moto's STS GetCallerIdentity answers (moto.core.DEFAULT_ACCOUNT_ID)
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
 START_TIMEOUT_S = 30.0
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 class World:
@@ -84,7 +78,7 @@ class World:
         self._stack.clear()
 
     def _start_moto(self) -> None:
-        port = _free_port(self.addresses.host)
+        port = free_port(self.addresses.host)
         log = (self.folder / "moto.log").open("w")
         moto = Path(sys.executable).parent / "moto_server"
         proc = subprocess.Popen([str(moto), "-H", self.addresses.host, "-p", str(port)], stdout=log, stderr=log)

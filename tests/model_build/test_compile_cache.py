@@ -22,7 +22,8 @@ from model_build.compile_cache import CachePlan, build_cache, cache_plan, check_
 from model_build.digest import profile_digest
 from model_build.errors import BuildError
 from serving_pod.manifest import BuildRecord
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT
+from tests.ports import free_port
 from tests.vllm_health import HEALTH_SERVER
 
 STAGED = str(ROOT / "tests" / "engine" / "fixtures")  # staged checkpoints' config.json, as on the bucket mount

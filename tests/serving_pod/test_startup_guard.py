@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT
+from tests.ports import free_port
 from tests.vllm_health import HEALTH_SERVER
 
 GUARD = ROOT / "serving_pod" / "startup_guard.py"
