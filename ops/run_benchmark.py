@@ -77,12 +77,13 @@ JOB_OWNED_FLAGS = {
 }
 
 
-def price_args(config: DeploymentConfig, extra_args: list[str]) -> list[str]:
+def price_args(config: DeploymentConfig, extra_args: list[str], mode: BenchMode = RUN) -> list[str]:
     """`--node-hourly-price-usd` with the node's price from AWS (ops/price.py) when neither the config nor BENCH_ARGS
-    sets one, so every report shows cost per token; none when AWS gives no single price (said, not fatal)."""
-    if config.trn2_nodes.hourly_price_usd is not None or any(
-        a.startswith("--node-hourly-price-usd") for a in extra_args
-    ):
+    sets one, so every report shows cost per token; none when AWS gives no single price (said, not fatal). BENCH_ARGS
+    are read by bench's own parser (bench_args_problem has refused what it would not take), so an abbreviation
+    argparse accepts (`--node-hourly 5`) counts as set."""
+    given = parse_args(bench_run_argv(config, "bucket", "run", extra_args, mode=mode))
+    if config.trn2_nodes.hourly_price_usd is not None or getattr(given, "node_hourly_price_usd", None) is not None:
         return []
     try:
         price = node_price(config, sys.stderr)
@@ -105,7 +106,7 @@ def run_bench(config_path: str | None, extra_args: list[str], poll_s: float = 15
     account = aws_account(config)
     give_back_left_pauses(config, published(config, config.models_bucket_name(account)))
     run_id = new_run_id(mode)
-    objects = render_bench_job(config, account, run_id, [*extra_args, *price_args(config, extra_args)], mode=mode)
+    objects = render_bench_job(config, account, run_id, [*extra_args, *price_args(config, extra_args, mode)], mode=mode)
     job, ns = objects[0]["metadata"]["name"], config.namespace
     apply(ns, objects)
     if not follow_job(ns, job, poll_s=poll_s, waiting=lambda _: print(f"waiting for job/{job} to start")):

@@ -144,6 +144,7 @@ def test_make_bench_passes_the_price_it_read_from_aws_when_the_config_sets_none(
 
     assert bench_args_problem(config, args, mode=RUN) is None  # the Job's bench parses it
     assert price_args(config, ["--node-hourly-price-usd", "30"]) == []  # BENCH_ARGS' own price stays
+    assert price_args(config, ["--node-hourly", "30"]) == []  # also abbreviated, as argparse takes it
 
     data = default_config_dict()
     data["trn2_nodes"]["hourly_price_usd"] = 40.0
