@@ -30,7 +30,6 @@ ARCHITECTURE = "amd64"
 # prometheus=2.42.0+ds-5+deb12u1`) and as the downloaded file hashed.
 SHA256 = "81d59a24fce84f7fbe97a45a4f2914b6a5881b5cd1db2a6a0e129e515e1a5f55"
 CACHE = ROOT / ".cache" / "tools" / f"prometheus-{UPSTREAM_VERSION}"
-# written last: its presence means the tree is whole (the Makefile's target)
 
 
 @dataclass(frozen=True)

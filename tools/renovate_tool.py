@@ -29,7 +29,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "tools" / "renovate"  # package.json and package-lock.json: Renovate's npm manager updates both
 PACKAGE = "renovate"
 CACHE = ROOT / ".cache" / "tools" / "renovate"
-# written last, holding the lock's sha256: the tree is whole and of this very lock
 CONFIG = ROOT / "renovate.json"
 
 
