@@ -28,6 +28,7 @@ from tests.conftest import (
     default_config_dict,
     readme_spec_k5_config_dict,
 )
+from tests.vllm_metrics import source
 
 
 def with_endpoint(**endpoint: Any) -> dict[str, Any]:
@@ -285,13 +286,10 @@ def test_a_spilling_arm_reaches_its_ready_pods_through_a_headless_service_of_its
 
 def vllm_keep_alive_default_s(version: str) -> int:
     """VLLM_HTTP_TIMEOUT_KEEP_ALIVE's default (uvicorn's timeout_keep_alive), from the pinned vLLM's own envs.py."""
-    found = sorted((ROOT / f".venv-vllm-{version}" / "lib").glob("python3*/site-packages/vllm/envs.py"))
-    if not found:
-        pytest.skip(f".venv-vllm-{version} is not here: vLLM {version}'s keep-alive cannot be read")
     default = re.search(
         r'"VLLM_HTTP_TIMEOUT_KEEP_ALIVE":\s*lambda:\s*int\(\s*os\.environ\.get\(\s*'
         r'"VLLM_HTTP_TIMEOUT_KEEP_ALIVE",\s*"(\d+)"',
-        found[0].read_text(),
+        source(version, "vllm/envs.py"),  # fails, never skips, when the environment is missing
     )
     assert default, f"vLLM {version}'s envs.py no longer defines VLLM_HTTP_TIMEOUT_KEEP_ALIVE as read here"
     return int(default.group(1))

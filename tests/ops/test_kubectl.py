@@ -488,7 +488,6 @@ def test_build_and_stage_inside_a_capacity_blocks_last_minutes_start_no_job(
     assert [c for c in fake_kubectl() if c[2] != "get"] == []  # it may look for pauses; it changes nothing
 
 
-@pytest.mark.timeout(30)
 def _ends(pid: int, within_s: float) -> bool:
     """The process is gone or a zombie within the time: a killed process dies only once the scheduler runs it, which
     on a loaded machine can take a moment; one left running never ends."""
@@ -503,6 +502,7 @@ def _ends(pid: int, within_s: float) -> bool:
     return False
 
 
+@pytest.mark.timeout(30)
 def test_a_kubectl_cut_short_by_a_signal_is_killed_with_what_it_started(tmp_path, monkeypatch):
     """SIGTERM while kubectl waits (here it started a credential plugin, as EKS kubeconfigs do): neither goes on."""
     bin_dir = tmp_path / "bin"
